@@ -1,0 +1,54 @@
+"""Data-plane drivers: one per target, one contract (DESIGN.md).
+
+A driver programs the bottleneck (rate, drop-tail queue, delay, random loss),
+changes those while running, and reads per-flow counters keyed by 5-tuple.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class DataPlaneError(RuntimeError):
+    """The data plane could not be set up or read; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class FlowKey:
+    """An IPv4 5-tuple as the data plane keys its counters."""
+
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    proto: int
+
+
+@dataclass
+class FlowCounters:
+    """Cumulative counters of one flow at the bottleneck (wire bytes)."""
+
+    fwd_bytes: int = 0
+    fwd_pkts: int = 0
+    rnd_drop_bytes: int = 0
+    rnd_drop_pkts: int = 0
+    q_drop_bytes: int = 0
+    q_drop_pkts: int = 0
+    enq_bytes: int = 0
+    enq_pkts: int = 0
+
+
+@dataclass
+class Snapshot:
+    """One read of the data plane: per-flow and link-wide counters at time t."""
+
+    t: float
+    """time.monotonic() of the read."""
+    flows: dict[FlowKey, FlowCounters] = field(default_factory=dict)
+    link: FlowCounters = field(default_factory=FlowCounters)
+
+    @property
+    def backlog_pkts(self) -> int:
+        """Packets in the queue (and on the link): offered minus left minus dropped."""
+        k = self.link
+        return max(0, k.enq_pkts - k.fwd_pkts - k.rnd_drop_pkts - k.q_drop_pkts)

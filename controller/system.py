@@ -1,0 +1,104 @@
+"""The host the testbed runs on: commands, capabilities, paths.
+
+Every command is an argument list (no shell strings).  Capability probes run
+in a throwaway network namespace (``unshare -n``) so they leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD = REPO / "build"
+BPFFS = Path("/sys/fs/bpf")
+PIN_ROOT = BPFFS / "cclab"
+RUN_STATE = Path("/run/cclab")
+
+
+class SystemError_(RuntimeError):
+    """A host command or capability is missing or failed; the message says the fix."""
+
+
+def run(args: list[str], *, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    """Run a command; on failure raise SystemError_ with its stderr in one line."""
+    log.debug("run %s", args)
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise SystemError_(f"{args[0]} is not installed; run `make deps` (as root)") from None
+    except subprocess.TimeoutExpired:
+        raise SystemError_(f"{' '.join(args)} did not finish within {timeout:g} s") from None
+    if check and proc.returncode != 0:
+        err = " ".join(proc.stderr.split()) or f"exit status {proc.returncode}"
+        raise SystemError_(f"{' '.join(args)}: {err}")
+    return proc
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise SystemError_("cclab needs root for namespaces, tc and BPF; run it with sudo")
+
+
+def require_tools(*names: str) -> None:
+    missing = [n for n in names if shutil.which(n) is None]
+    if missing:
+        raise SystemError_(f"missing tools: {', '.join(missing)}; run `make deps` (as root)")
+
+
+def ensure_bpffs() -> None:
+    """Mount the BPF filesystem if nothing is mounted at /sys/fs/bpf."""
+    if os.path.ismount(BPFFS):
+        return
+    run(["mount", "-t", "bpf", "bpf", str(BPFFS)])
+
+
+@functools.cache
+def has_qdisc(kind: str, *params: str) -> bool:
+    """Whether this kernel has a qdisc, tried on lo of a throwaway namespace."""
+    if shutil.which("unshare") is None or shutil.which("tc") is None:
+        return False
+    proc = run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", kind, *params], check=False)
+    return proc.returncode == 0
+
+
+def has_netem() -> bool:
+    return has_qdisc("netem", "delay", "1ms")
+
+
+def netns_inode(pid: int | None = None) -> int:
+    """Inode of a process's network namespace (default: this process)."""
+    return os.stat(f"/proc/{pid or 'self'}/ns/net").st_ino
+
+
+def ifindex(dev: str) -> int:
+    try:
+        return int(Path(f"/sys/class/net/{dev}/ifindex").read_text())
+    except OSError:
+        raise SystemError_(f"network device {dev} does not exist") from None
+
+
+def kernel_release() -> str:
+    return os.uname().release
+
+
+def tool_version(args: list[str]) -> str:
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "absent"
+    text = (proc.stdout or proc.stderr).strip().splitlines()
+    return text[0] if text else "unknown"
+
+
+def read_sysctl(name: str) -> str:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return "absent"

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cclab kernel bottleneck: the Linux tc target of the data-plane contract
+ * (DESIGN.md, "The data-plane contract").
+ *
+ * The bottleneck link runs from device A (the rate limiter's egress) to its
+ * veth peer B.  Rate and the drop-tail queue are tc qdiscs on A (HTB or TBF
+ * with a pfifo/bfifo leaf); this object adds what tc cannot:
+ *
+ *   A egress (clsact)   bn_enqueue   count what is offered to the queue
+ *   qdisc on A          (kernel)     rate + drop-tail queue
+ *   kfree_skb on A      bn_qdrop     count queue-overflow drops, per flow
+ *   B ingress (clsact)  bn_link      i.i.d. or Gilbert-Elliott random loss
+ *                                    "on the wire", count what is forwarded
+ *
+ * Loss acts after the queue, as on a lossy link: a lost packet has used its
+ * share of the link rate.  All counters are keyed by the IPv4 5-tuple and
+ * count wire bytes (skb->len at L2, Ethernet header included); offloads are
+ * off on emulated links, so a packet here is a packet on the wire.
+ *
+ * Random draws are splitmix64 per CPU, seeded by the controller: no use of
+ * bpf_get_prandom_u32(), so a run's seed is meaningful.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "bottleneck.h"
+
+#define TC_ACT_OK	0
+#define TC_ACT_SHOT	2
+#define ETH_P_IP	0x0800
+#define IPPROTO_TCP_	6
+#define IPPROTO_UDP_	17
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct bn_flow_key);
+	__type(value, struct bn_flow_ctr);
+} bn_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bn_flow_ctr);
+} bn_link_ctr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bn_config);
+} bn_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bn_rng);
+} bn_rng SEC(".maps");
+
+/* Fields of the flow counters and the link counters an event adds to. */
+enum bn_event { BN_ENQ, BN_FWD, BN_RND_DROP, BN_Q_DROP };
+
+static __always_inline void bn_add(__u64 *bytes, __u64 *pkts, __u64 len)
+{
+	__sync_fetch_and_add(bytes, len);
+	__sync_fetch_and_add(pkts, 1);
+}
+
+static __always_inline struct bn_flow_ctr *bn_flow(const struct bn_flow_key *key)
+{
+	struct bn_flow_ctr zero = {};
+	struct bn_flow_ctr *ctr;
+
+	ctr = bpf_map_lookup_elem(&bn_flows, key);
+	if (ctr)
+		return ctr;
+	/* NOEXIST: the other CPU may have created it meanwhile; both then
+	 * use the one entry.  A full map loses the flow, not the packet.
+	 */
+	bpf_map_update_elem(&bn_flows, key, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&bn_flows, key);
+}
+
+static __always_inline void bn_count(const struct bn_flow_key *key,
+				     enum bn_event ev, __u64 len)
+{
+	struct bn_flow_ctr *f = bn_flow(key);
+	__u32 zero = 0;
+	struct bn_flow_ctr *l = bpf_map_lookup_elem(&bn_link_ctr, &zero);
+
+	if (!l)		/* array of one: never, but the verifier asks */
+		return;
+	switch (ev) {
+	case BN_ENQ:
+		bn_add(&l->enq_bytes, &l->enq_pkts, len);
+		if (f)
+			bn_add(&f->enq_bytes, &f->enq_pkts, len);
+		break;
+	case BN_FWD:
+		bn_add(&l->fwd_bytes, &l->fwd_pkts, len);
+		if (f)
+			bn_add(&f->fwd_bytes, &f->fwd_pkts, len);
+		break;
+	case BN_RND_DROP:
+		bn_add(&l->rnd_drop_bytes, &l->rnd_drop_pkts, len);
+		if (f)
+			bn_add(&f->rnd_drop_bytes, &f->rnd_drop_pkts, len);
+		break;
+	case BN_Q_DROP:
+		bn_add(&l->q_drop_bytes, &l->q_drop_pkts, len);
+		if (f)
+			bn_add(&f->q_drop_bytes, &f->q_drop_pkts, len);
+		break;
+	}
+}
+
+/* 5-tuple from an IPv4 header and the 4 bytes after it (the ports). */
+static __always_inline void bn_key_from(struct bn_flow_key *key,
+					const struct iphdr *ip,
+					const __be16 *ports)
+{
+	key->saddr = ip->saddr;
+	key->daddr = ip->daddr;
+	key->proto = ip->protocol;
+	if (ports) {
+		key->sport = bpf_ntohs(ports[0]);
+		key->dport = bpf_ntohs(ports[1]);
+	}
+}
+
+/* Parse a tc packet: Ethernet, IPv4, then TCP/UDP ports.  Leaves the key
+ * all zero for anything else.
+ */
+static __always_inline void bn_parse_skb(struct __sk_buff *skb,
+					 struct bn_flow_key *key)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip;
+	__be16 *ports;
+
+	if ((void *)(eth + 1) > data_end)
+		return;
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
+		return;
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end)
+		return;
+	if (ip->protocol != IPPROTO_TCP_ && ip->protocol != IPPROTO_UDP_) {
+		bn_key_from(key, ip, NULL);
+		return;
+	}
+	/* ihl is 4 bits: at most 60 bytes, a bounded offset */
+	ports = (void *)ip + ip->ihl * 4;
+	if ((void *)(ports + 2) > data_end)
+		return;
+	bn_key_from(key, ip, ports);
+}
+
+static __always_inline __u64 bn_splitmix64(__u64 *state)
+{
+	__u64 z = (*state += 0x9E3779B97F4A7C15ULL);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+/* One uniform 32-bit draw against a threshold thr = p * 2^32. */
+static __always_inline bool bn_draw(struct bn_rng *rng, __u64 thr)
+{
+	return (bn_splitmix64(&rng->state) >> 32) < thr;
+}
+
+static __always_inline bool bn_lost(void)
+{
+	__u32 zero = 0;
+	struct bn_config *cfg = bpf_map_lookup_elem(&bn_config, &zero);
+	struct bn_rng *rng = bpf_map_lookup_elem(&bn_rng, &zero);
+
+	if (!cfg || !rng)
+		return false;
+	if (!cfg->ge_on)
+		return cfg->loss_thr && bn_draw(rng, cfg->loss_thr);
+	/* Gilbert-Elliott: decide the loss in the current state, then step
+	 * the two-state chain (per CPU; each CPU runs its own chain).
+	 */
+	if (rng->ge_bad) {
+		bool lost = bn_draw(rng, cfg->ge_loss_bad);
+
+		if (bn_draw(rng, cfg->ge_p_bg))
+			rng->ge_bad = 0;
+		return lost;
+	} else {
+		bool lost = bn_draw(rng, cfg->ge_loss_good);
+
+		if (bn_draw(rng, cfg->ge_p_gb))
+			rng->ge_bad = 1;
+		return lost;
+	}
+}
+
+SEC("tc")
+int bn_enqueue(struct __sk_buff *skb)
+{
+	struct bn_flow_key key = {};
+
+	bn_parse_skb(skb, &key);
+	bn_count(&key, BN_ENQ, skb->len);
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int bn_link(struct __sk_buff *skb)
+{
+	struct bn_flow_key key = {};
+
+	bn_parse_skb(skb, &key);
+	if (bn_lost()) {
+		bn_count(&key, BN_RND_DROP, skb->len);
+		return TC_ACT_SHOT;
+	}
+	bn_count(&key, BN_FWD, skb->len);
+	return TC_ACT_OK;
+}
+
+static __always_inline bool bn_is_qdisc_reason(enum skb_drop_reason reason)
+{
+	if (reason == bpf_core_enum_value(enum skb_drop_reason,
+					  SKB_DROP_REASON_QDISC_DROP))
+		return true;
+	/* Newer kernels name the cause; older ones lack these values. */
+	if (bpf_core_enum_value_exists(enum skb_drop_reason,
+				       SKB_DROP_REASON_QDISC_OVERLIMIT) &&
+	    reason == bpf_core_enum_value(enum skb_drop_reason,
+					  SKB_DROP_REASON_QDISC_OVERLIMIT))
+		return true;
+	if (bpf_core_enum_value_exists(enum skb_drop_reason,
+				       SKB_DROP_REASON_QDISC_CONGESTED) &&
+	    reason == bpf_core_enum_value(enum skb_drop_reason,
+					  SKB_DROP_REASON_QDISC_CONGESTED))
+		return true;
+	return false;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(bn_qdrop, struct sk_buff *skb, void *location,
+	     enum skb_drop_reason reason)
+{
+	struct bn_flow_key key = {};
+	struct bn_config *cfg;
+	struct net_device *dev;
+	unsigned char *head;
+	struct iphdr ip;
+	__be16 ports[2];
+	__u32 zero = 0;
+	__u16 nh;
+
+	if (!bn_is_qdisc_reason(reason))
+		return 0;
+	cfg = bpf_map_lookup_elem(&bn_config, &zero);
+	if (!cfg || !cfg->qdrop_ifindex)
+		return 0;
+	dev = BPF_CORE_READ(skb, dev);
+	if (!dev || BPF_CORE_READ(dev, ifindex) != cfg->qdrop_ifindex ||
+	    BPF_CORE_READ(dev, nd_net.net, ns.inum) != cfg->qdrop_netns)
+		return 0;
+
+	/* The skb is in kernel memory, not a packet context: probe-read the
+	 * headers.  network_header was set when the packet was received.
+	 */
+	head = BPF_CORE_READ(skb, head);
+	nh = BPF_CORE_READ(skb, network_header);
+	if (BPF_CORE_READ(skb, protocol) == bpf_htons(ETH_P_IP) &&
+	    !bpf_probe_read_kernel(&ip, sizeof(ip), head + nh)) {
+		if ((ip.protocol == IPPROTO_TCP_ || ip.protocol == IPPROTO_UDP_) &&
+		    !bpf_probe_read_kernel(ports, sizeof(ports),
+					   head + nh + ip.ihl * 4))
+			bn_key_from(&key, &ip, ports);
+		else
+			bn_key_from(&key, &ip, NULL);
+	}
+	bn_count(&key, BN_Q_DROP, BPF_CORE_READ(skb, len));
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

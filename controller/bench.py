@@ -1,0 +1,98 @@
+"""Benchmarks that print figures (targets are met here, not in timed tests).
+
+`cclab bench dataplane`: the highest bottleneck rate the kernel target emulates
+with at most 2 % rate error, beside the unshaped ceiling of the same path
+measured in the same run.  Each point is a real experiment (the runner, the
+dumbbell, saturating iperf3 flows); the rate is the in-network link rate from
+the data plane's own counters, after a warm-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controller import runner, spec
+
+log = logging.getLogger(__name__)
+
+RATE_ERROR_MAX = 0.02
+#: rates tried, Mbit/s, ascending
+RATES_MBPS = (500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000, 10000)
+#: "unshaped": a rate no veth path here reaches, so the shaper never holds back
+CEILING_MBPS = 100_000
+
+
+@dataclass
+class Point:
+    rate_bps: int
+    achieved_bps: float | None
+
+    @property
+    def error(self) -> float | None:
+        if self.achieved_bps is None:
+            return None
+        return abs(self.achieved_bps - self.rate_bps) / self.rate_bps
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rate_bps": self.rate_bps, "achieved_bps": self.achieved_bps, "error": self.error}
+
+
+def _spec(rate_mbps: float, duration_s: float, flows: int, shaper: str) -> spec.Spec:
+    return spec.parse(
+        {
+            "name": f"bench-{shaper}-{int(rate_mbps)}",
+            "duration_s": duration_s,
+            "topology": {"kind": "dumbbell", "pairs": flows},
+            "bottleneck": {"rate_mbps": rate_mbps, "queue_pkts": 1000, "shaper": shaper},
+            "flows": [{"algo": "cubic", "src": f"h{i}", "dst": f"r{i}"} for i in range(1, flows + 1)],
+        }
+    )
+
+
+def measure(rate_mbps: float, duration_s: float, flows: int, shaper: str, root: Path) -> float | None:
+    opts = runner.RunOptions(results_root=root, plots=False)
+    out = runner.run(_spec(rate_mbps, duration_s, flows, shaper), opts)
+    achieved = out.summary["bottleneck"]["achieved_bps"]
+    return float(achieved) if achieved is not None else None
+
+
+def dataplane(
+    duration_s: float = 5.0,
+    flows: int = 2,
+    shaper: str = "htb",
+    rates_mbps: tuple[float, ...] = RATES_MBPS,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    say = progress or (lambda _m: None)
+    with tempfile.TemporaryDirectory(prefix="cclab-bench-") as tmp:
+        root = Path(tmp)
+        say("ceiling (unshaped)")
+        ceiling = measure(CEILING_MBPS, duration_s, flows, shaper, root)
+        points: list[Point] = []
+        misses = 0
+        for r in rates_mbps:
+            if ceiling is not None and r * 1e6 > ceiling * 1.05:
+                break  # the path itself cannot carry it
+            say(f"{r:g} Mbit/s")
+            p = Point(int(r * 1e6), measure(r, duration_s, flows, shaper, root))
+            points.append(p)
+            misses = misses + 1 if p.error is None or p.error > RATE_ERROR_MAX else 0
+            if misses == 2:
+                break
+    good = [p.rate_bps for p in points if p.error is not None and p.error <= RATE_ERROR_MAX]
+    return {
+        "bench": "dataplane",
+        "target": "kernel",
+        "shaper": shaper,
+        "max_accurate_rate_bps": max(good) if good else None,
+        "ceiling_bps": ceiling,
+        "rate_error_max": RATE_ERROR_MAX,
+        "flows": flows,
+        "duration_s": duration_s,
+        "points": [p.as_dict() for p in points],
+    }

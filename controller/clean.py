@@ -1,0 +1,90 @@
+"""`cclab clean`: remove what a crashed run left behind, like `mn -c`.
+
+It removes Mininet host shells (and with them their namespaces and the
+processes inside), iperf3 processes, the dumbbell's switch bridges and veth
+ports, cclab's pinned BPF objects, and cclab's registered algorithms.  It
+never touches a network device or process that cclab's naming does not match.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+from controller import cc, system
+from controller.dataplane.kernel import remove_pins
+
+log = logging.getLogger(__name__)
+
+#: Mininet names switch ports s<N>-eth<M> and hosts h<N>/r<N>; the bridges are s<N>.
+PORT = re.compile(r"^s\d+-eth\d+$")
+BRIDGE = re.compile(r"^s\d+$")
+
+
+def _procs() -> list[tuple[int, list[str]]]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        out.append((int(d.name), [a.decode(errors="replace") for a in argv if a]))
+    return out
+
+
+def _is_ours(argv: list[str]) -> bool:
+    if not argv:
+        return False
+    exe = os.path.basename(argv[0])
+    if exe == "iperf3":
+        return True
+    # Mininet host shells: `bash --norc --noediting -is mininet:h1`
+    return exe == "bash" and any(a.startswith("mininet:") for a in argv)
+
+
+def kill_processes() -> list[str]:
+    victims = [(pid, argv) for pid, argv in _procs() if _is_ours(argv) and pid != os.getpid()]
+    for pid, _ in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid, _ in victims):
+        time.sleep(0.02)
+    return [f"process {pid} {' '.join(argv)}" for pid, argv in victims]
+
+
+def remove_links() -> list[str]:
+    removed = []
+    for dev in sorted(os.listdir("/sys/class/net")):
+        if PORT.match(dev):
+            system.run(["ip", "link", "del", dev], check=False)
+            removed.append(f"link {dev}")
+    for dev in sorted(os.listdir("/sys/class/net")):
+        if BRIDGE.match(dev) and Path(f"/sys/class/net/{dev}/bridge").exists():
+            system.run(["ip", "link", "del", dev], check=False)
+            removed.append(f"bridge {dev}")
+    return removed
+
+
+def clean() -> list[str]:
+    """Remove leftovers; return a line per thing removed."""
+    system.require_root()
+    done = kill_processes()
+    done += remove_links()
+    if system.PIN_ROOT.exists():
+        for d in sorted(system.PIN_ROOT.iterdir()):
+            done.append(f"bpf pins {d}")
+        remove_pins(system.PIN_ROOT)
+    ours = [n for n in cc.available() if n in cc.CCLAB_ALGOS]
+    if ours:
+        cc.unload(ours)
+        done += [f"algorithm {n}" for n in ours]
+    return done

@@ -1,0 +1,231 @@
+"""The `cclab` command: run experiments, clean up, benchmark, manage algorithms.
+
+The CLI owns the terminal: library code logs, this module prints.  Every
+expected failure ends in one clear line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+
+from controller import bench, cc, clean, runner, spec, system
+from controller.dataplane import DataPlaneError
+from controller.live import final_table, render
+from controller.monitor import LiveState
+from hosts.traffic import TrafficError
+
+EXPECTED = (
+    spec.SpecError,
+    runner.RunError,
+    cc.CcError,
+    DataPlaneError,
+    TrafficError,
+    system.SystemError_,
+)
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    s = spec.load(Path(args.spec))
+    title = f"{s.name}: {s.topology.kind} x{s.topology.pairs}, {s.bottleneck.rate_mbps:g} Mbit/s, {s.dataplane}"
+    live = (
+        Live(
+            render(LiveState(duration_s=s.duration_s), title),
+            console=out,
+            refresh_per_second=8,
+            transient=False,
+            auto_refresh=False,
+        )
+        if not args.no_live
+        else None
+    )
+
+    def update(state: LiveState) -> None:
+        if live is not None:
+            live.update(render(state, title), refresh=True)
+
+    opts = runner.RunOptions(allow_no_delay=args.allow_no_delay, on_update=update, plots=not args.no_plots)
+    if args.results:
+        opts.results_root = Path(args.results)
+    if live is not None:
+        with live:
+            outcome = runner.run(s, opts)
+        out.print()
+    else:
+        outcome = runner.run(s, opts)
+    summ = outcome.summary
+    if args.json:
+        print(json.dumps(summ))
+        return 0 if summ["complete"] else 130
+    out.print(final_table(summ))
+    b = summ["bottleneck"]
+    ach, loss, jain = b["achieved_bps"], b["measured_loss"], summ["jain"]
+    out.print(
+        f"bottleneck: {'-' if ach is None else f'{ach / 1e6:.2f}'} of {b['rate_bps'] / 1e6:g} Mbit/s; "
+        f"random loss {'-' if loss is None else f'{loss:.3g}'} (spec {b['per']:g}); "
+        f"Jain's index {'-' if jain is None else f'{jain:.4f}'} over {summ['jain_n']} flows"
+    )
+    fid = summ["fidelity"]
+    if fid["ok"]:
+        out.print("fidelity: ok")
+    else:
+        out.print("[yellow]fidelity: spec not fully met[/yellow]")
+        for n in fid["notes"]:
+            out.print(f"  - {n}")
+    state = "complete" if summ["complete"] else "INCOMPLETE"
+    out.print(f"results ({state}): {outcome.run_dir}")
+    return 0 if summ["complete"] else 130
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    s = spec.load(Path(args.spec))
+    out.print(f"{args.spec}: ok ({len(s.flows)} flows, algorithms {', '.join(s.algos)})")
+    return 0
+
+
+def _cmd_clean(_args: argparse.Namespace) -> int:
+    done = clean.clean()
+    for line in done:
+        out.print(f"removed {line}")
+    out.print("clean: nothing left behind" if done else "clean: nothing to remove")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from controller import plots
+
+    for p in plots.plot_run(Path(args.run_dir)):
+        out.print(str(p))
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    def progress(msg: str) -> None:
+        err.print(f"bench dataplane: {msg}", highlight=False)
+
+    res = bench.dataplane(duration_s=args.duration, flows=args.flows, shaper=args.shaper, progress=progress)
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    for p in res["points"]:
+        ach = p["achieved_bps"]
+        e = p["error"]
+        out.print(
+            f"  {p['rate_bps'] / 1e6:8.0f} Mbit/s -> {'-' if ach is None else f'{ach / 1e6:8.1f}'} Mbit/s "
+            f"(error {'-' if e is None else f'{e:.2%}'})"
+        )
+    m, c = res["max_accurate_rate_bps"], res["ceiling_bps"]
+    out.print(
+        f"max accurate rate (<= 2 % error): {'-' if m is None else f'{m / 1e6:g} Mbit/s'}; "
+        f"unshaped ceiling of the same path: {'-' if c is None else f'{c / 1e6:.0f} Mbit/s'}"
+    )
+    return 0
+
+
+def _cmd_cc(args: argparse.Namespace) -> int:
+    if args.cc_cmd == "list":
+        for st in cc.status():
+            mark = "loaded" if st.loaded else "-"
+            who = "cclab" if st.ours else "kernel"
+            out.print(f"{st.name:14} {who:7} {mark:7} {st.form}")
+        return 0
+    if args.cc_cmd == "load":
+        loaded = cc.load(args.names)
+        for n in args.names:
+            out.print(f"{n}: {'loaded (eBPF struct_ops)' if n in loaded else 'already available'}")
+        return 0
+    cc.unload(args.names)
+    out.print(f"unloaded: {', '.join(args.names)}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cclab",
+        description="cclab: a testbed for TCP congestion control. Emulated bottlenecks (rate, queue, delay, "
+        "random loss) measured in the network: per-flow throughput, Jain's index, drops by cause.",
+        epilog="Run as root. Start with: cclab run experiments/demo.toml",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log what cclab does (to stderr)")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    r = sub.add_parser(
+        "run",
+        help="run an experiment spec (TOML)",
+        description="Run an experiment: build the "
+        "network, program the bottleneck, run the flows with a live table, write results/<run>/.",
+    )
+    r.add_argument("spec", help="experiment spec, e.g. experiments/demo.toml")
+    r.add_argument(
+        "--allow-no-delay",
+        action="store_true",
+        help="on a kernel without netem, run a spec with delay anyway (recorded in fidelity notes)",
+    )
+    r.add_argument("--results", metavar="DIR", help="results root (default: results/ in the repository)")
+    r.add_argument("--no-live", action="store_true", help="no live table (for logs and scripts)")
+    r.add_argument("--no-plots", action="store_true", help="skip plots/*.png")
+    r.add_argument("--json", action="store_true", help="print summary.json on stdout at the end")
+    r.set_defaults(func=_cmd_run)
+
+    c = sub.add_parser("check", help="validate a spec without running it")
+    c.add_argument("spec")
+    c.set_defaults(func=_cmd_check)
+
+    cl = sub.add_parser(
+        "clean",
+        help="remove what a crashed run left behind (like mn -c)",
+        description="Kill Mininet host shells and iperf3, delete the dumbbell's bridges and ports, "
+        "cclab's pinned BPF objects and registered algorithms.",
+    )
+    cl.set_defaults(func=_cmd_clean)
+
+    pl = sub.add_parser("plot", help="(re)draw plots/*.png of a run directory from its files")
+    pl.add_argument("run_dir")
+    pl.set_defaults(func=_cmd_plot)
+
+    b = sub.add_parser("bench", help="benchmarks that print figures")
+    bsub = b.add_subparsers(dest="bench_cmd", required=True, metavar="BENCH")
+    bd = bsub.add_parser("dataplane", help="highest rate emulated within 2 %% error, beside the unshaped ceiling")
+    bd.add_argument("--json", action="store_true", help="print one JSON line")
+    bd.add_argument("--duration", type=float, default=5.0, help="seconds per point (default 5)")
+    bd.add_argument("--flows", type=int, default=2, help="saturating cubic flows (default 2)")
+    bd.add_argument("--shaper", choices=spec.SHAPERS, default="htb", help="rate limiter (default htb)")
+    bd.set_defaults(func=_cmd_bench)
+
+    k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")
+    ksub = k.add_subparsers(dest="cc_cmd", required=True, metavar="ACTION")
+    ksub.add_parser("list", help="what the kernel offers and what cclab can load")
+    for name, text in (("load", "register cclab algorithms (eBPF struct_ops here)"), ("unload", "unregister them")):
+        kp = ksub.add_parser(name, help=text)
+        kp.add_argument("names", nargs="+", metavar="NAME", choices=spec.CCLAB_ALGOS + spec.KERNEL_ALGOS)
+    k.set_defaults(func=_cmd_cc)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return int(args.func(args))
+    except EXPECTED as exc:
+        # one plain line, never wrapped: scripts and tests read it
+        print(f"cclab: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cclab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Polls the data plane's counters every interval and derives the time series.
+
+Per interval and per flow: wire bytes forwarded at the bottleneck, the rate,
+random and queue drops; per interval for the link: utilization, backlog, and
+Jain's index over the flows that moved bytes in it.  The sender's tcp_info is
+sampled on the same clock.  Deadlines are absolute, so polling does not drift.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from controller.dataplane import FlowCounters, FlowKey, Snapshot
+from controller.metrics import jain, rate_bps
+from hosts.tcpinfo import TcpInfoSampler, TcpSample
+
+log = logging.getLogger(__name__)
+
+
+class CounterSource(Protocol):
+    def read(self) -> Snapshot: ...
+
+
+@dataclass(frozen=True)
+class MonitoredFlow:
+    """A flow the monitor follows: its id and the 5-tuple the data plane counts."""
+
+    id: str
+    algo: str
+    key: FlowKey
+    sender: str
+    """Name of the sending host (whose tcp_info sampler to ask)."""
+
+
+@dataclass
+class FlowView:
+    """The live numbers of one flow after the latest interval."""
+
+    id: str
+    algo: str
+    rate_bps: float = 0.0
+    total_bytes: int = 0
+    rnd_drops: int = 0
+    q_drops: int = 0
+    cwnd_pkts: int | None = None
+    srtt_us: int | None = None
+
+
+@dataclass
+class LiveState:
+    """What a live view shows: the latest interval and totals so far."""
+
+    elapsed_s: float = 0.0
+    duration_s: float = 0.0
+    capacity_bps: float = 0.0
+    link_bps: float = 0.0
+    backlog_pkts: int = 0
+    jain: float | None = None
+    flows: list[FlowView] = field(default_factory=list)
+
+
+@dataclass
+class Series:
+    """Everything the monitor recorded, in rows ready for CSV."""
+
+    timeseries: list[dict[str, Any]] = field(default_factory=list)
+    link: list[dict[str, Any]] = field(default_factory=list)
+    tcpinfo: list[dict[str, Any]] = field(default_factory=list)
+    first: Snapshot | None = None
+    last: Snapshot | None = None
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+class Monitor:
+    """A polling thread; start(), then stop() returns the recorded Series."""
+
+    def __init__(
+        self,
+        source: CounterSource,
+        flows: list[MonitoredFlow],
+        interval_s: float,
+        capacity_bps: Callable[[], float],
+        samplers: dict[str, TcpInfoSampler] | None = None,
+        on_update: Callable[[LiveState], None] | None = None,
+        duration_s: float = 0.0,
+    ) -> None:
+        self.source = source
+        self.flows = flows
+        self.interval_s = interval_s
+        self.capacity_bps = capacity_bps
+        self.samplers = samplers or {}
+        self.on_update = on_update
+        self.duration_s = duration_s
+        self.series = Series()
+        self.error: BaseException | None = None
+        self.cpu_busy_fraction: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cclab-monitor", daemon=True)
+        self._t0 = 0.0
+        self._cpu0 = (0, 0)
+        self._by_key = {f.key: f for f in flows}
+        self._ports: dict[str, set[int]] = {}  # sender host -> client ports
+        for f in flows:
+            self._ports.setdefault(f.sender, set()).add(f.key.sport)
+        self.live = LiveState(duration_s=duration_s, flows=[FlowView(f.id, f.algo) for f in flows])
+
+    def start(self, t0: float) -> None:
+        """Start polling; t0 (time.monotonic) is time zero of every row."""
+        self._t0 = t0
+        self._cpu0 = _cpu_times()
+        self.series.first = self.source.read()
+        self._thread.start()
+
+    def stop(self) -> Series:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        busy, total = _cpu_times()
+        if total > self._cpu0[1]:
+            self.cpu_busy_fraction = (busy - self._cpu0[0]) / (total - self._cpu0[1])
+        try:
+            self.series.last = self.source.read()
+        except OSError as exc:  # the data plane may be gone after an error
+            log.warning("final counter read failed: %s", exc)
+        return self.series
+
+    def _loop(self) -> None:
+        prev = self.series.first
+        assert prev is not None
+        deadline = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                deadline += self.interval_s
+                self._stop.wait(max(0.0, deadline - time.monotonic()))
+                snap = self.source.read()
+                self._interval(prev, snap)
+                prev = snap
+        except BaseException as exc:  # reported by the runner
+            log.error("monitor stopped: %s", exc)
+            self.error = exc
+
+    def _interval(self, prev: Snapshot, snap: Snapshot) -> None:
+        dt = snap.t - prev.t
+        t = round(snap.t - self._t0, 4)
+        zero = FlowCounters()
+        rates: list[float] = []
+        for flow, view in zip(self.flows, self.live.flows):
+            now = snap.flows.get(flow.key, zero)
+            was = prev.flows.get(flow.key, zero)
+            d_bytes = now.fwd_bytes - was.fwd_bytes
+            r = rate_bps(d_bytes, dt)
+            if d_bytes > 0:
+                rates.append(r)
+            view.rate_bps, view.total_bytes = r, now.fwd_bytes
+            view.rnd_drops, view.q_drops = now.rnd_drop_pkts, now.q_drop_pkts
+            self.series.timeseries.append(
+                {
+                    "t_s": t,
+                    "flow": flow.id,
+                    "algo": flow.algo,
+                    "bytes": d_bytes,
+                    "rate_bps": round(r, 1),
+                    "pkts": now.fwd_pkts - was.fwd_pkts,
+                    "random_drops": now.rnd_drop_pkts - was.rnd_drop_pkts,
+                    "queue_drops": now.q_drop_pkts - was.q_drop_pkts,
+                    "cum_bytes": now.fwd_bytes,
+                }
+            )
+        link_bytes = (snap.link.fwd_bytes + snap.link.rnd_drop_bytes) - (prev.link.fwd_bytes + prev.link.rnd_drop_bytes)
+        j = jain(rates)
+        cap = self.capacity_bps()
+        self.series.link.append(
+            {
+                "t_s": t,
+                "link_bps": round(rate_bps(link_bytes, dt), 1),
+                "capacity_bps": cap,
+                "backlog_pkts": snap.backlog_pkts,
+                "jain": None if j is None else round(j, 5),
+                "active_flows": len(rates),
+                "random_drops": snap.link.rnd_drop_pkts - prev.link.rnd_drop_pkts,
+                "queue_drops": snap.link.q_drop_pkts - prev.link.q_drop_pkts,
+            }
+        )
+        self._sample_tcpinfo(t)
+        self.live.elapsed_s = t
+        self.live.capacity_bps = cap
+        self.live.link_bps = rate_bps(link_bytes, dt)
+        self.live.backlog_pkts = snap.backlog_pkts
+        self.live.jain = j
+        if self.on_update is not None:
+            self.on_update(self.live)
+
+    def _sample_tcpinfo(self, t: float) -> None:
+        views = {f.key.sport: (f, v) for f, v in zip(self.flows, self.live.flows)}
+        for host, sampler in self.samplers.items():
+            try:
+                samples: list[TcpSample] = sampler.sample(self._ports.get(host, set()))
+            except OSError as exc:
+                log.warning("tcp_info of %s: %s", host, exc)
+                continue
+            for s in samples:
+                flow, view = views[s.sport]
+                if s.dport != flow.key.dport:
+                    continue
+                view.cwnd_pkts, view.srtt_us = s.cwnd_pkts, s.srtt_us
+                self.series.tcpinfo.append(
+                    {
+                        "t_s": t,
+                        "flow": flow.id,
+                        "algo": s.algo,
+                        "cwnd_pkts": s.cwnd_pkts,
+                        "ssthresh_pkts": s.ssthresh_pkts,
+                        "srtt_us": s.srtt_us,
+                        "rttvar_us": s.rttvar_us,
+                        "min_rtt_us": s.min_rtt_us,
+                        "mss": s.mss,
+                        "total_retrans": s.total_retrans,
+                        "bytes_acked": s.bytes_acked,
+                        "delivery_rate_bps": s.delivery_rate_Bps * 8,
+                        "ca_state": s.ca_state,
+                    }
+                )

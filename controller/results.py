@@ -1,0 +1,106 @@
+"""Run directories: created once, never overwritten, complete or marked incomplete.
+
+A run directory holds INCOMPLETE from its creation until summary.json is
+written with ``complete: true``; a run that stops early (error, Ctrl-C) still
+writes what it measured, with ``complete: false`` and the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from controller import system
+from controller.spec import Spec
+
+RESULTS = system.REPO / "results"
+INCOMPLETE = "INCOMPLETE"
+
+
+def new_run_dir(spec: Spec, root: Path = RESULTS) -> Path:
+    """results/<name>-<UTC time>[-k]: a directory no earlier run used."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    root.mkdir(parents=True, exist_ok=True)
+    for k in range(1000):
+        path = root / (f"{spec.name}-{stamp}" + (f"-{k}" if k else ""))
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        (path / INCOMPLETE).write_text("this run has not finished (or was stopped); see summary.json\n")
+        return path
+    raise RuntimeError(f"no free run directory name under {root}")
+
+
+def write_csv(path: Path, rows: Iterable[dict[str, Any]], columns: list[str] | None = None) -> None:
+    rows = list(rows)
+    cols = columns or (list(rows[0]) if rows else [])
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def git_revision() -> str:
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(system.REPO), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        rev = ""
+    return rev or "unknown"
+
+
+def manifest(spec: Spec, extra: dict[str, Any]) -> dict[str, Any]:
+    """Everything needed to know how the run was made."""
+    sysctls = (
+        "net.core.netdev_max_backlog",
+        "net.ipv4.tcp_available_congestion_control",
+        "net.bridge.bridge-nf-call-iptables",
+        "kernel.randomize_va_space",
+    )
+    return {
+        "spec_path": str(spec.path) if spec.path else None,
+        "spec": spec.raw,
+        "seed": spec.seed,
+        "git_revision": git_revision(),
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "host": {
+            "kernel": system.kernel_release(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+        },
+        "tools": {
+            "iperf3": system.tool_version(["iperf3", "--version"]),
+            "tc": system.tool_version(["tc", "-V"]),
+            "bpftool": system.tool_version(["bpftool", "version"]),
+            "clang": system.tool_version(["clang", "--version"]),
+        },
+        "host_sysctls": {name: system.read_sysctl(name) for name in sysctls},
+        **extra,
+    }
+
+
+def finish(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Write summary.json last; drop the INCOMPLETE marker only for a complete run."""
+    write_json(run_dir / "summary.json", summary)
+    if summary.get("complete"):
+        (run_dir / INCOMPLETE).unlink(missing_ok=True)

@@ -1,0 +1,171 @@
+"""summary.json: the results contract (DESIGN.md), with the fidelity self-check.
+
+Throughput is the in-network view: wire bytes forwarded at the bottleneck
+egress per flow, over the flow's scheduled duration.  A run that misses its
+spec says so in ``fidelity`` instead of passing silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from controller.dataplane import FlowCounters, Snapshot
+from controller.metrics import binomial_interval, jain
+from controller.monitor import MonitoredFlow, Series
+from controller.spec import Spec
+
+#: achieved / configured rate of a saturated link (issue contract)
+RATE_TOLERANCE = (0.93, 1.01)
+#: in-network throughput / iperf3 goodput: wire bytes carry 66-byte headers per 1448
+GOODPUT_TOLERANCE = (0.98, 1.07)
+#: measured base RTT against 2 x one-way delay, ms
+RTT_TOLERANCE_MS = 2.0
+#: CPU busy fraction above which the emulator may be the bottleneck
+CPU_BUSY_LIMIT = 0.95
+#: first seconds excluded from the achieved-rate window (slow start)
+WARMUP_S = 1.0
+
+
+@dataclass
+class Check:
+    name: str
+    value: float | None
+    lo: float | None
+    hi: float | None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        if self.value is None:
+            return True
+        return (self.lo is None or self.value >= self.lo) and (self.hi is None or self.value <= self.hi)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "lo": self.lo, "hi": self.hi, "ok": self.ok, "note": self.note}
+
+
+def _window_rate(series: Series, start_s: float, end_s: float) -> tuple[float | None, float]:
+    """Mean link rate over polls in [start_s, end_s]; and the share of them with a backlog."""
+    rows = [r for r in series.link if start_s < r["t_s"] <= end_s + 1e-6]
+    if len(rows) < 2:
+        return None, 0.0
+    busy = sum(1 for r in rows if r["backlog_pkts"] > 0) / len(rows)
+    return sum(r["link_bps"] for r in rows) / len(rows), busy
+
+
+def build(
+    spec: Spec,
+    flows: list[MonitoredFlow],
+    series: Series,
+    goodputs: dict[str, float | None],
+    *,
+    complete: bool,
+    reason: str | None,
+    delay_applied: bool,
+    cpu_busy: float | None,
+    extra_notes: list[str],
+) -> dict[str, Any]:
+    last: Snapshot | None = series.last
+    first: Snapshot | None = series.first
+    zero = FlowCounters()
+    by_id = {f.id: f for f in spec.flows}
+    out_flows: list[dict[str, Any]] = []
+    checks: list[Check] = []
+    for mf in flows:
+        c = last.flows.get(mf.key, zero) if last else zero
+        c0 = first.flows.get(mf.key, zero) if first else zero
+        sf = by_id[mf.id]
+        nbytes = c.fwd_bytes - c0.fwd_bytes
+        tput = nbytes * 8 / sf.duration_s
+        gp = goodputs.get(mf.id)
+        entry = {
+            "id": mf.id,
+            "algo": mf.algo,
+            "src": sf.src,
+            "dst": sf.dst,
+            "start_s": sf.start_s,
+            "duration_s": sf.duration_s,
+            "five_tuple": [mf.key.src, mf.key.dst, mf.key.sport, mf.key.dport, "tcp"],
+            "throughput_bps": round(tput, 1),
+            "bytes": nbytes,
+            "packets": c.fwd_pkts - c0.fwd_pkts,
+            "random_drops": c.rnd_drop_pkts - c0.rnd_drop_pkts,
+            "queue_drops": c.q_drop_pkts - c0.q_drop_pkts,
+            "iperf_goodput_bps": gp,
+        }
+        out_flows.append(entry)
+        if complete and gp:
+            checks.append(Check(f"{mf.id}.throughput_over_goodput", round(tput / gp, 4), *GOODPUT_TOLERANCE))
+
+    b = spec.bottleneck
+    link = last.link if last else zero
+    link0 = first.link if first else zero
+    n_wire = (link.fwd_pkts + link.rnd_drop_pkts) - (link0.fwd_pkts + link0.rnd_drop_pkts)
+    k_lost = link.rnd_drop_pkts - link0.rnd_drop_pkts
+    measured_loss = k_lost / n_wire if n_wire else None
+    end_s = max((f.start_s + f.duration_s for f in spec.flows), default=spec.duration_s)
+    achieved, busy = _window_rate(series, min(WARMUP_S, end_s / 5), end_s)
+
+    per_changes = any(s.per is not None for s in b.schedule) or b.gilbert_elliott is not None
+    rate_changes = any(s.rate_mbps is not None for s in b.schedule)
+    loss_interval = None
+    if not per_changes and n_wire:
+        loss_interval = binomial_interval(n_wire, b.per)
+        checks.append(Check("random_drops_in_99pct_interval", k_lost, *loss_interval, note=f"n = {n_wire} packets"))
+    if complete and achieved is not None and not rate_changes:
+        if busy >= 0.5:
+            checks.append(Check("achieved_over_rate", round(achieved / b.rate_bps, 4), *RATE_TOLERANCE))
+        else:
+            extra_notes.append(f"link not saturated (queue busy in {busy:.0%} of intervals): achieved rate not checked")
+    if delay_applied:
+        rtts = [r["min_rtt_us"] for r in series.tcpinfo if r["min_rtt_us"]]
+        if rtts:
+            base_ms = min(rtts) / 1000
+            want = 2 * b.delay_ms
+            checks.append(Check("base_rtt_ms", round(base_ms, 3), want - RTT_TOLERANCE_MS, want + RTT_TOLERANCE_MS))
+    if cpu_busy is not None:
+        checks.append(Check("cpu_busy_fraction", round(cpu_busy, 3), None, CPU_BUSY_LIMIT))
+
+    rates = [f["throughput_bps"] for f in out_flows]
+    interval_j = [r["jain"] for r in series.link if r["jain"] is not None]
+    notes = list(extra_notes)
+    notes += [
+        f"{c.name} = {c.value} outside [{c.lo}, {c.hi}]" + (f" ({c.note})" if c.note else "")
+        for c in checks
+        if not c.ok
+    ]
+    if not complete:
+        notes.append(f"run incomplete: {reason}")
+    return {
+        "spec": str(spec.path) if spec.path else None,
+        "name": spec.name,
+        "dataplane": spec.dataplane,
+        "complete": complete,
+        "reason": reason,
+        "duration_s": spec.duration_s,
+        "interval_s": spec.interval_s,
+        "seed": spec.seed,
+        "bottleneck": {
+            "rate_bps": b.rate_bps,
+            "achieved_bps": None if achieved is None else round(achieved, 1),
+            "utilization": None if achieved is None else round(achieved / b.rate_bps, 4),
+            "queue_pkts": b.queue_pkts,
+            "queue_bytes": b.queue_bytes,
+            "delay_ms": b.delay_ms,
+            "delay_applied": delay_applied,
+            "per": b.per,
+            "measured_loss": measured_loss,
+            "loss_interval_99": loss_interval,
+            "random_drops": k_lost,
+            "queue_drops": link.q_drop_pkts - link0.q_drop_pkts,
+            "wire_packets": n_wire,
+            "shaper": b.shaper,
+        },
+        "flows": out_flows,
+        "jain": jain(rates),
+        "jain_n": len(rates),
+        "jain_flows": [f["id"] for f in out_flows],
+        "jain_interval_mean": sum(interval_j) / len(interval_j) if interval_j else None,
+        "fidelity": {"ok": complete and not notes, "notes": notes, "checks": {c.name: c.as_dict() for c in checks}},
+    }

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * logwestwood.bpf.c - LogWestwood+ as a struct_ops congestion control.
+ * The algorithm is core/logwestwood.h (paper references there).
+ *
+ *   in_ack_event: Westwood+ BWE (one sample per RTT)
+ *   cong_avoid:   slow start, then eq. (7) per ACKed packet
+ *   ssthresh:     eq. (5); Wmax <- cwnd; alpha x2 if Wmax was not reached
+ *
+ * The kernel counts ACKed packets (ABC) where the paper's ns-2 counts
+ * ACKs, so with delayed ACKs this shell grows twice as fast per RTT as
+ * the paper's simulation; the per-packet step is eq. (7) unchanged.
+ */
+#include "cc_bpf.h"
+#include "logwestwood.h"
+
+CC_EXPORT_MAP(logwestwood);
+
+/* Initial alpha in Q10 (paper §III: 4) and whether it adapts (§II). */
+const volatile u32 alpha_q10 = LOGWW_ALPHA_DEFAULT;
+const volatile u32 alpha_adapt = 1;
+
+static __always_inline void logww_export(struct sock *sk,
+					 struct logwestwood *l, bool force)
+{
+	struct cc_export *v;
+
+	v = cc_export_begin(&st_logwestwood, sk, force, l->wp.bw,
+			    l->wp.rtt_min_us);
+	if (!v)
+		return;
+	v->x[0] = l->wmax;
+	v->x[1] = l->alpha;
+	v->x[2] = l->reached;
+}
+
+SEC("struct_ops")
+void BPF_PROG(logwestwood_init, struct sock *sk)
+{
+	logww_init(cc_priv(sk), cc_now_us(sk), cc_tcp_sk(sk)->snd_una,
+		   alpha_q10, alpha_adapt);
+}
+
+SEC("struct_ops")
+void BPF_PROG(logwestwood_in_ack_event, struct sock *sk, u32 flags)
+{
+	struct tcp_sock *tp = cc_tcp_sk(sk);
+	struct logwestwood *l = cc_priv(sk);
+	int upd = tcpwplus_on_ack(&l->wp, cc_now_us(sk), tp->snd_una,
+				  tp->mss_cache);
+
+	logww_export(sk, l, upd);
+}
+
+SEC("struct_ops")
+void BPF_PROG(logwestwood_pkts_acked, struct sock *sk,
+	      const struct ack_sample *sample)
+{
+	struct logwestwood *l = cc_priv(sk);
+
+	if (sample->rtt_us > 0)
+		tcpwplus_rtt(&l->wp, (u32)sample->rtt_us);
+}
+
+SEC("struct_ops")
+void BPF_PROG(logwestwood_cong_avoid, struct sock *sk, u32 ack, u32 acked)
+{
+	struct tcp_sock *tp = cc_tcp_sk(sk);
+	u32 cwnd;
+
+	if (!cc_cwnd_limited(sk))
+		return;
+	if (cc_in_slow_start(tp)) {
+		acked = tcp_slow_start(tp, acked);
+		if (!acked)
+			return;
+	}
+	cwnd = tp->snd_cwnd;
+	logww_cong_avoid(cc_priv(sk), &cwnd, acked);
+	tp->snd_cwnd = CC_MIN(cwnd, tp->snd_cwnd_clamp);
+}
+
+SEC("struct_ops")
+u32 BPF_PROG(logwestwood_ssthresh, struct sock *sk)
+{
+	struct tcp_sock *tp = cc_tcp_sk(sk);
+	struct logwestwood *l = cc_priv(sk);
+	u32 ss = logww_ssthresh(l, tp->snd_cwnd, tp->mss_cache);
+
+	logww_export(sk, l, true);
+	return ss;
+}
+
+SEC("struct_ops")
+void BPF_PROG(logwestwood_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	struct tcp_sock *tp = cc_tcp_sk(sk);
+	struct logwestwood *l = cc_priv(sk);
+
+	if (ev == CA_EVENT_COMPLETE_CWR)
+		tp->snd_cwnd = tp->snd_ssthresh =
+			tcpwplus_loss_ssthresh(&l->wp, tp->mss_cache);
+	else if (ev == CA_EVENT_LOSS)
+		tcpwplus_on_rto(&l->wp);
+}
+
+SEC("struct_ops")
+u32 BPF_PROG(logwestwood_undo_cwnd, struct sock *sk)
+{
+	return tcp_reno_undo_cwnd(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(logwestwood_release, struct sock *sk)
+{
+	cc_export_delete(&st_logwestwood, sk);
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops logwestwood = {
+	.init		= (void *)logwestwood_init,
+	.release	= (void *)logwestwood_release,
+	.ssthresh	= (void *)logwestwood_ssthresh,
+	.cong_avoid	= (void *)logwestwood_cong_avoid,
+	.cwnd_event	= (void *)logwestwood_cwnd_event,
+	.in_ack_event	= (void *)logwestwood_in_ack_event,
+	.pkts_acked	= (void *)logwestwood_pkts_acked,
+	.undo_cwnd	= (void *)logwestwood_undo_cwnd,
+	.name		= "logwestwood",
+};

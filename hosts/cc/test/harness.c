@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * harness.c - drive the portable cores (hosts/cc/core/) in userspace with
+ * synthetic ACK/loss traces.  tests/test_cc_core.py runs each sub-command
+ * and checks the printed "key=value" lines against values worked by hand
+ * from the papers' equations.  Integer arithmetic only, like the cores.
+ *
+ *   harness tustin | ackcount | ssthresh | logww | btbe | mptcpw | abse
+ *   harness climb <reno|tcpwplus|logwestwood|logwestwood_adapt> <acks_per_ack>
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/tcpw.h"
+#include "../core/tcpwplus.h"
+#include "../core/tcpw_abse.h"
+#include "../core/logwestwood.h"
+#include "../core/btbe.h"
+#include "../core/mptcpw.h"
+
+#define P64(k, v)	printf("%s=%" PRIu64 "\n", (k), (u64)(v))
+
+/* Step response of the Tustin filter (mptcpw §III): a constant rate of
+ * 10 000 bytes every 10 ms (1e6 B/s) into an estimator starting at 0. */
+static int cmd_tustin(void)
+{
+	struct tcpw w;
+	u32 t = 0, una = 0, k;
+
+	tcpw_state_init(&w, t, una, TCPW_TAU_US_DEFAULT);
+	printf("tau_us=%u\ndt_us=10000\nrate_Bps=1000000\n", TCPW_TAU_US_DEFAULT);
+	for (k = 1; k <= 300; k++) {
+		t += 10000;
+		una += 10000;
+		tcpw_on_ack(&w, t, una, 1000);
+		printf("step_%u=%" PRIu64 "\n", k, w.e.bw);
+	}
+	return 0;
+}
+
+/* AckedCount (abse §2.2) in segments: mss = 1, sequence numbers count
+ * segments. */
+static void ack_step(struct cc_ackcnt *a, const char *tag, u32 seq)
+{
+	u32 acked = cc_acked_count(a, seq, 1);
+
+	printf("%s_acked=%u\n%s_accounted=%u\n", tag, acked, tag, a->accounted);
+}
+
+static int cmd_ackcount(void)
+{
+	struct cc_ackcnt a;
+
+	/* A: three DUPACKs, then a cumulative ACK for 4 segments */
+	cc_ackcnt_init(&a, 10);
+	ack_step(&a, "a_dup1", 10);
+	ack_step(&a, "a_dup2", 10);
+	ack_step(&a, "a_dup3", 10);
+	ack_step(&a, "a_cum", 14);
+	/* B: three DUPACKs, then a cumulative ACK for 2 segments */
+	cc_ackcnt_init(&a, 10);
+	ack_step(&a, "b_dup1", 10);
+	ack_step(&a, "b_dup2", 10);
+	ack_step(&a, "b_dup3", 10);
+	ack_step(&a, "b_cum", 12);
+	ack_step(&a, "b_next", 14);
+	/* C: a delayed ACK (2 segments), nothing accounted for */
+	cc_ackcnt_init(&a, 10);
+	ack_step(&a, "c_delayed", 12);
+	/* D: one in-order segment */
+	ack_step(&a, "d_single", 13);
+	return 0;
+}
+
+/*
+ * Loss response of every estimator-based member: a path of 1e6 B/s
+ * (1000-byte segments, 1000 per second) with RTT 100 ms, driven for 20 s
+ * with one ACK per ms, then a loss at cwnd 150.  Expected ssthresh:
+ * BWE * RTTmin / MSS with the printed BWE (the BDP is 100 packets).
+ */
+#define SS_MSS		1000U
+#define SS_RTT		100000U
+#define SS_CWND		150U
+
+static int cmd_ssthresh(void)
+{
+	struct tcpw w;
+	struct tcpwplus wp;
+	struct tcpw_abse a;
+	struct logwestwood l;
+	struct btbe b;
+	struct mptcpw m;
+	u32 t = 0, una = 0, i, ts = 1;
+
+	tcpw_state_init(&w, t, una, TCPW_TAU_US_DEFAULT);
+	tcpwplus_state_init(&wp, t, una, TCPWP_WIN_MIN_US);
+	abse_init(&a, t, una, ABSE_N_DEFAULT);
+	logww_init(&l, t, una, LOGWW_ALPHA_DEFAULT, 1);
+	btbe_state_init(&b, t, una, BTBE_LAMBDA_X1000, BTBE_TS_HZ_DEFAULT);
+	mptcpw_state_init(&m, t, una, TCPW_TAU_US_DEFAULT);
+	for (i = 0; i < 20000; i++) {
+		t += 1000;
+		ts += 1;
+		una += SS_MSS;
+		tcpw_bwe_rtt(&w.e, SS_RTT);
+		tcpw_on_ack(&w, t, una, SS_MSS);
+		tcpwplus_rtt(&wp, SS_RTT);
+		tcpwplus_on_ack(&wp, t, una, SS_MSS);
+		abse_rtt(&a, SS_RTT);
+		abse_on_ack(&a, t, una, SS_MSS, SS_RTT, SS_CWND);
+		tcpwplus_rtt(&l.wp, SS_RTT);
+		tcpwplus_on_ack(&l.wp, t, una, SS_MSS);
+		btbe_rtt(&b, SS_RTT);
+		btbe_on_ack(&b, t, una, SS_MSS, ts, SS_CWND);
+		tcpw_bwe_rtt(&m.w.e, SS_RTT);
+		tcpw_on_ack(&m.w, t, una, SS_MSS);
+	}
+	printf("mss=%u\nrtt_us=%u\ncwnd=%u\n", SS_MSS, SS_RTT, SS_CWND);
+	P64("tcpw_bwe", w.e.bw);
+	P64("tcpw_rttmin", w.e.rtt_min_us);
+	P64("tcpw_ssthresh", tcpw_loss_ssthresh(&w, SS_CWND, SS_MSS));
+	P64("tcpw_cwnd_after", tcpw_recovery_cwnd(SS_CWND, tcpw_loss_ssthresh(&w, SS_CWND, SS_MSS)));
+	P64("tcpw_cwnd_after_small", tcpw_recovery_cwnd(60, tcpw_loss_ssthresh(&w, 60, SS_MSS)));
+	P64("tcpwplus_bwe", wp.bw);
+	P64("tcpwplus_rttmin", wp.rtt_min_us);
+	P64("tcpwplus_ssthresh", tcpwplus_loss_ssthresh(&wp, SS_MSS));
+	P64("tcpw_abse_bwe", a.bw);
+	P64("tcpw_abse_rttmin", a.rtt_min_us);
+	P64("tcpw_abse_ssthresh", abse_ssthresh(&a, SS_MSS));
+	P64("logwestwood_bwe", l.wp.bw);
+	P64("logwestwood_rttmin", l.wp.rtt_min_us);
+	P64("logwestwood_ssthresh", logww_ssthresh(&l, SS_CWND, SS_MSS));
+	P64("logwestwood_wmax", l.wmax);
+	P64("mptcpw_bwe", m.w.e.bw);
+	P64("mptcpw_rttmin", m.w.e.rtt_min_us);
+	P64("mptcpw_ssthresh", mptcpw_loss_ssthresh(&m, SS_CWND, SS_MSS));
+	P64("btbe_bwe", b.ebw);
+	P64("btbe_rttmin", b.base_rtt_us);
+	P64("btbe_wb", b.wb);
+	P64("btbe_ssthresh", btbe_loss_ssthresh(&b));
+	return 0;
+}
+
+/* eq. (7) steps and the alpha adaptation of logwestwood-plus §II. */
+static int cmd_logww(void)
+{
+	static const u32 cases[][3] = {	/* W, Wmax, alpha (integer) */
+		{ 100, 200, 4 }, { 10, 100, 2 }, { 199, 200, 4 },
+		{ 683, 733, 4 }, { 300, 200, 4 }, { 50, 0, 4 },
+	};
+	struct logwestwood l;
+	u32 i, w;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		printf("step_%u_%u_%u=%" PRIu64 "\n", cases[i][0], cases[i][1],
+		       cases[i][2], logww_step_q20(cases[i][0], cases[i][1],
+						   cases[i][2] * LOGWW_UNIT));
+	/* per-ACK trace from W = 10 towards Wmax = 100 with alpha = 2 */
+	logww_init(&l, 0, 0, 2 * LOGWW_UNIT, 0);
+	l.wmax = 100;
+	w = 10;
+	for (i = 1; i <= 5; i++) {
+		logww_cong_avoid(&l, &w, 1);
+		printf("trace_%u=%u\n", i, w);
+	}
+	/* alpha: x2 on a loss before Wmax, /2 per errorless climb, floor 2 */
+	logww_init(&l, 0, 0, 4 * LOGWW_UNIT, 1);
+	l.wp.rtt_min_us = 100000;
+	l.wp.bw = 500000;
+	printf("alpha_0=%u\n", l.alpha);
+	logww_ssthresh(&l, 100, 1000);		/* first loss: no Wmax yet */
+	printf("alpha_1_first_loss=%u\nwmax_1=%u\n", l.alpha, l.wmax);
+	logww_ssthresh(&l, 80, 1000);		/* W never reached 100 */
+	printf("alpha_2_loss_below=%u\nwmax_2=%u\n", l.alpha, l.wmax);
+	w = 79;
+	for (i = 0; i < 2000 && w < 80; i++)
+		logww_cong_avoid(&l, &w, 1);
+	printf("alpha_3_reached=%u\n", l.alpha);
+	logww_ssthresh(&l, 90, 1000);		/* loss after reaching */
+	printf("alpha_4_loss_after=%u\n", l.alpha);
+	w = 60;
+	for (i = 0; i < 100000 && w < 90; i++)
+		logww_cong_avoid(&l, &w, 1);
+	printf("alpha_5_reached=%u\n", l.alpha);
+	logww_ssthresh(&l, 95, 1000);
+	w = 60;
+	for (i = 0; i < 100000 && w < 95; i++)
+		logww_cong_avoid(&l, &w, 1);
+	printf("alpha_6_floor=%u\n", l.alpha);
+	return 0;
+}
+
+/* btbe §III: alpha(w), the estimator and the decrease. */
+static int cmd_btbe(void)
+{
+	static const u32 ws[] = { 300, 350, 360, 400, 500, 600, 601 };
+	struct btbe b;
+	u32 i, t = 0, una = 0, ts = 1000, rtt;
+
+	for (i = 0; i < sizeof(ws) / sizeof(ws[0]); i++) {
+		printf("alpha_paper_%u=%u\n", ws[i],
+		       btbe_alpha_q10(ws[i], 300, 600, BTBE_LAMBDA_X1000));
+		printf("alpha_calib_%u=%u\n", ws[i],
+		       btbe_alpha_q10(ws[i], 300, 600,
+				      BTBE_LAMBDA_CALIBRATED_X1000));
+	}
+	for (i = 0; i <= 160; i += 8)
+		printf("exp_%u=%u\n", i * 64, btbe_exp_neg_q24(i * 64));
+	/* estimator: 1250 bytes per receiver tick (1.25e6 B/s), 1000-byte
+	 * segments, baseRTT 100 ms, later rounds at 150 ms, cwnd 200 */
+	btbe_state_init(&b, t, una, BTBE_LAMBDA_X1000, 1000);
+	for (i = 0; i < 4000; i++) {
+		t += 1000;
+		ts += 1;
+		una += 1250;
+		rtt = i < 1000 ? 100000 : 150000;
+		btbe_rtt(&b, rtt);
+		btbe_on_ack(&b, t, una, 1000, ts, 200);
+	}
+	P64("est_ebw", b.ebw);
+	P64("est_base_rtt", b.base_rtt_us);
+	P64("est_rtt_avg", b.rtt_avg_us);
+	P64("est_rtt_max", b.rtt_max_us);
+	P64("est_wb", b.wb);
+	P64("est_wt", b.wt);
+	P64("est_ssthresh", btbe_loss_ssthresh(&b));
+	btbe_on_rto(&b);
+	P64("rto_rtt_max", b.rtt_max_us);
+	/* increase: at w < W_S alpha = 16, so one window of ACKs adds 16 */
+	b.wb = 300;
+	b.wt = 600;
+	b.acc = 0;
+	rtt = 320;
+	for (i = 0; i < 320; i++)
+		btbe_increase(&b, &rtt, 1);
+	P64("inc_from_320", rtt);
+	return 0;
+}
+
+/* eq. (8) with gamma = 1. */
+static void delta_case(const char *tag, u32 n, const u32 *w, const u32 *rtt)
+{
+	struct mptcpw_conn c;
+	u32 i;
+
+	memset(&c, 0, sizeof(c));
+	for (i = 0; i < n; i++) {
+		c.path[i].cwnd = w[i];
+		c.path[i].rtt_us = rtt[i];
+		c.used |= 1U << i;
+	}
+	for (i = 0; i < n; i++)
+		printf("%s_%u=%u\n", tag, i, mptcpw_delta_q16(&c, i));
+}
+
+static int cmd_mptcpw(void)
+{
+	static const u32 w1[] = { 10, 20 }, r1[] = { 100000, 200000 };
+	static const u32 w2[] = { 30, 10 }, r2[] = { 50000, 100000 };
+	static const u32 w3[] = { 40 }, r3[] = { 80000 };
+	static const u32 w4[] = { 25, 25, 25 }, r4[] = { 60000, 60000, 60000 };
+	struct mptcpw m;
+	u32 cw = 100, i;
+
+	delta_case("d_eqrate", 2, w1, r1);
+	delta_case("d_uneven", 2, w2, r2);
+	delta_case("d_single", 1, w3, r3);
+	delta_case("d_three", 3, w4, r4);
+	/* increase: delta = 0.25 -> a window of ACKs adds 0.25 packets */
+	mptcpw_state_init(&m, 0, 0, TCPW_TAU_US_DEFAULT);
+	for (i = 0; i < 400; i++)
+		mptcpw_increase(&m, &cw, 1, MPTCPW_UNIT / 4);
+	printf("inc_quarter_400acks=%u\n", cw);
+	return 0;
+}
+
+/* ABSE: T_k and tau_k on an uncongested and a congested path. */
+static int cmd_abse(void)
+{
+	struct tcpw_abse a;
+	u32 t = 0, una = 0, i;
+
+	abse_init(&a, t, una, ABSE_N_DEFAULT);
+	for (i = 0; i < 5000; i++) {		/* 1e6 B/s, RTT 100 ms */
+		t += 1000;
+		una += 1000;
+		abse_rtt(&a, 100000);
+		abse_on_ack(&a, t, una, 1000, 100000, 100);
+	}
+	P64("uncong_bw", a.bw);
+	P64("uncong_th", a.th);
+	P64("uncong_tk_us", abse_tk_us(&a));
+	P64("uncong_tau_us", abse_tau_us(&a, 100000));
+	/* same rate, cwnd 400: Th*RTTmin = 100 pkts, T_k = RTT * 300/400 */
+	for (i = 0; i < 2000; i++) {
+		t += 1000;
+		una += 1000;
+		abse_on_ack(&a, t, una, 1000, 100000, 400);
+	}
+	P64("cong_bw", a.bw);
+	P64("cong_tk_us", abse_tk_us(&a));
+	P64("cong_tk_expect_us", 75000);
+	P64("cong_ssthresh", abse_ssthresh(&a, 1000));
+	return 0;
+}
+
+/*
+ * The LogWestwood+ scenario (logwestwood-plus §III): 100 Mbit/s bottleneck,
+ * 1500-byte packets, base RTT 82 ms -> a 683-packet pipe, 50-packet
+ * drop-tail queue, capacity 733.  Round-based packet model: a round sends W
+ * packets and lasts max(RTTmin, W/C); its ACKs (one per b packets, as a
+ * delayed-ACK receiver sends) arrive spaced b/C; a round starting with
+ * W > 733 loses a packet and the loss response runs at the round's end.
+ * Increase per ACK as in ns-2 (no byte counting).  The climb time is
+ * measured after the second loss, from the decrease back to W >= 733.
+ */
+#define CL_MSS		1500U
+#define CL_RTT_US	82000U
+#define CL_C_PPS_X1000	8333333ULL	/* 100e6 / 8 / 1500 * 1000 */
+#define CL_CAP		733U
+
+enum cl_algo { CL_RENO, CL_WP, CL_LOGWW, CL_LOGWW_ADAPT };
+
+struct cl_sim {
+	enum cl_algo algo;
+	struct tcpwplus wp;
+	struct logwestwood l;
+	u64 t_ns;
+	u32 w, cnt, una, b;
+};
+
+static void cl_ack(struct cl_sim *s, u64 t_ns, u32 rtt_us)
+{
+	u32 now = (u32)(t_ns / 1000);
+	struct tcpwplus *wp = s->algo >= CL_LOGWW ? &s->l.wp : &s->wp;
+
+	s->una += s->b * CL_MSS;
+	tcpwplus_rtt(wp, rtt_us);
+	tcpwplus_on_ack(wp, now, s->una, CL_MSS);
+	if (s->algo >= CL_LOGWW) {
+		logww_cong_avoid(&s->l, &s->w, 1);
+		return;
+	}
+	if (++s->cnt >= s->w) {		/* W += 1/W per ACK */
+		s->cnt = 0;
+		s->w++;
+	}
+}
+
+/* One round; returns 1 if it ended in a loss. */
+static int cl_round(struct cl_sim *s)
+{
+	u32 w = s->w, nacks = (w + s->b - 1) / s->b, i;
+	u64 dur = (u64)w * 1000000000ULL * 1000 / CL_C_PPS_X1000;
+	u64 gap = (u64)s->b * 1000000000ULL * 1000 / CL_C_PPS_X1000;
+	u64 t0 = s->t_ns;
+
+	if (dur < CL_RTT_US * 1000ULL)
+		dur = CL_RTT_US * 1000ULL;
+	for (i = 1; i <= nacks; i++)
+		cl_ack(s, t0 + i * gap, (u32)(dur / 1000));
+	s->t_ns = t0 + dur;
+	if (w <= CL_CAP)
+		return 0;
+	if (s->algo == CL_RENO)
+		s->w = CC_MAX(w / 2, 2U);
+	else if (s->algo == CL_WP)
+		s->w = tcpwplus_loss_ssthresh(&s->wp, CL_MSS);
+	else
+		s->w = logww_ssthresh(&s->l, w, CL_MSS);
+	s->cnt = 0;
+	return 1;
+}
+
+static int cmd_climb(const char *name, u32 b)
+{
+	struct cl_sim s;
+	u32 losses = 0, rounds = 0, start_w = 0;
+	u64 t_loss = 0;
+
+	memset(&s, 0, sizeof(s));
+	if (!strcmp(name, "reno"))
+		s.algo = CL_RENO;
+	else if (!strcmp(name, "tcpwplus"))
+		s.algo = CL_WP;
+	else if (!strcmp(name, "logwestwood"))
+		s.algo = CL_LOGWW;
+	else if (!strcmp(name, "logwestwood_adapt"))
+		s.algo = CL_LOGWW_ADAPT;
+	else
+		return 2;
+	s.b = b ? b : 1;
+	s.w = 600;
+	tcpwplus_state_init(&s.wp, 0, 0, TCPWP_WIN_MIN_US);
+	logww_init(&s.l, 0, 0, LOGWW_ALPHA_DEFAULT, s.algo == CL_LOGWW_ADAPT);
+	while (rounds++ < 100000) {
+		if (losses == 2 && s.w >= CL_CAP) {
+			printf("algo=%s\nacks_per_ack=%u\nbdp_pkts=683\ncap_pkts=%u\n",
+			       name, s.b, CL_CAP);
+			printf("start_w=%u\nclimb_us=%" PRIu64 "\n", start_w,
+			       (s.t_ns - t_loss) / 1000);
+			P64("alpha_q10", s.l.alpha);
+			return 0;
+		}
+		if (cl_round(&s)) {
+			losses++;
+			t_loss = s.t_ns;
+			start_w = s.w;
+		}
+	}
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		goto usage;
+	if (!strcmp(argv[1], "tustin"))
+		return cmd_tustin();
+	if (!strcmp(argv[1], "ackcount"))
+		return cmd_ackcount();
+	if (!strcmp(argv[1], "ssthresh"))
+		return cmd_ssthresh();
+	if (!strcmp(argv[1], "logww"))
+		return cmd_logww();
+	if (!strcmp(argv[1], "btbe"))
+		return cmd_btbe();
+	if (!strcmp(argv[1], "mptcpw"))
+		return cmd_mptcpw();
+	if (!strcmp(argv[1], "abse"))
+		return cmd_abse();
+	if (!strcmp(argv[1], "climb") && argc == 4)
+		return cmd_climb(argv[2], (u32)strtoul(argv[3], NULL, 10));
+usage:
+	fprintf(stderr, "usage: harness tustin|ackcount|ssthresh|logww|btbe|mptcpw|abse\n"
+			"       harness climb <algo> <packets_per_ack>\n");
+	return 2;
+}

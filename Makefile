@@ -1,0 +1,75 @@
+# cclab - the two commands a new user needs are `make demo` and `make test`.
+#
+#   make deps     distribution packages (vm/provision.sh)
+#   make venv     .venv with cclab installed (sees the distribution's Mininet)
+#   make build    the kernel data plane (BPF) and hosts/cc (algorithms, harness)
+#   make demo     deps + venv + build, then run experiments/demo.toml
+#   make test     deps + venv + build, then the whole test suite
+#   make bench    benchmarks (figures, not pass/fail)
+#   make lint     ruff + mypy
+#
+# Quiet unless V=1. Tools are overridable (CLANG=clang-15 make build).
+
+CLANG   ?= clang
+BPFTOOL ?= bpftool
+# Mininet comes from the distribution: use the system interpreter on purpose
+# (on some machines `python3` on PATH is another build that cannot see it).
+SYSTEM_PYTHON ?= /usr/bin/python3
+VMLINUX_BTF   ?= /sys/kernel/btf/vmlinux
+PYTEST_ARGS   ?=
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+CCLAB  := $(VENV)/bin/cclab
+BUILD  := build
+ARCH   := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+.DELETE_ON_ERROR:
+.PHONY: all deps venv build demo test bench lint clean
+
+all: build
+
+deps:
+	$(Q)vm/provision.sh --kmod
+
+$(VENV)/.stamp: pyproject.toml
+	$(Q)$(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
+	$(Q)$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(Q)touch $@
+
+venv: $(VENV)/.stamp
+
+$(BUILD)/vmlinux.h:
+	$(Q)mkdir -p $(BUILD)
+	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@
+
+$(BUILD)/bottleneck.bpf.o: p4/ebpf/bottleneck.bpf.c p4/ebpf/bottleneck.h $(BUILD)/vmlinux.h
+	@printf '  %-8s %s\n' BPF $@
+	$(Q)$(CLANG) -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
+		-I$(BUILD) -Ip4/ebpf -c $< -o $@
+
+build: $(BUILD)/bottleneck.bpf.o
+	$(Q)$(MAKE) --no-print-directory -C hosts/cc
+
+demo: deps venv build
+	$(CCLAB) run experiments/demo.toml
+
+test: deps venv build
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: deps venv build
+	$(CCLAB) bench dataplane
+
+lint: venv
+	$(VENV)/bin/ruff check controller hosts tests mininet
+	$(VENV)/bin/mypy controller hosts
+
+clean:
+	rm -rf $(BUILD)
+	$(MAKE) --no-print-directory -C hosts/cc clean

@@ -1,0 +1,155 @@
+"""Whole experiments on the kernel target: the results contract, accuracy, Ctrl-C, crash clean-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import runner, spec, system
+from controller.metrics import binomial_interval
+from tests.conftest import CCLAB, REPO, leftovers
+
+pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_host")]
+
+
+def _spec(**bottleneck: Any) -> spec.Spec:
+    raw = {
+        "name": "pytest",
+        "duration_s": 8,
+        "seed": 3,
+        "topology": {"kind": "dumbbell", "pairs": 2},
+        "bottleneck": {"rate_mbps": 50, "queue_pkts": 100, **bottleneck},
+        "flows": [
+            {"algo": "cubic", "src": "h1", "dst": "r1"},
+            {"algo": "reno", "src": "h2", "dst": "r2"},
+        ],
+    }
+    return spec.parse(raw)
+
+
+def test_run_meets_contract_and_tolerances(tmp_path: Path) -> None:
+    out = runner.run(_spec(per=1e-4), runner.RunOptions(results_root=tmp_path))
+    s = out.summary
+    assert s["complete"] is True, s["reason"]
+    assert not (out.run_dir / "INCOMPLETE").exists()
+    for key in ("spec", "dataplane", "complete", "bottleneck", "flows", "jain", "fidelity"):
+        assert key in s, f"summary.json lacks {key}"
+    for key in ("rate_bps", "achieved_bps", "queue_pkts", "delay_ms", "per", "measured_loss"):
+        assert key in s["bottleneck"], f"summary.json bottleneck lacks {key}"
+    b = s["bottleneck"]
+    ratio = b["achieved_bps"] / b["rate_bps"]
+    assert 0.93 <= ratio <= 1.01, f"achieved {b['achieved_bps'] / 1e6:.2f} of {b['rate_bps'] / 1e6} Mbit/s"
+    assert len(s["flows"]) == 2
+    for f in s["flows"]:
+        for key in (
+            "id",
+            "algo",
+            "src",
+            "dst",
+            "throughput_bps",
+            "bytes",
+            "random_drops",
+            "queue_drops",
+            "iperf_goodput_bps",
+        ):
+            assert key in f, f"flow lacks {key}"
+        r = f["throughput_bps"] / f["iperf_goodput_bps"]
+        assert 0.98 <= r <= 1.07, (
+            f"{f['id']}: in-network {f['throughput_bps']:.0f} vs iperf3 {f['iperf_goodput_bps']:.0f}"
+        )
+    assert 0 < s["jain"] <= 1
+    for name in ("manifest.json", "flows.csv", "timeseries.csv", "link.csv", "cwnd.csv"):
+        assert (out.run_dir / name).stat().st_size > 0, f"{name} empty"
+    for name in ("throughput.png", "jain.png", "drops.png", "cwnd.png", "queue.png"):
+        assert (out.run_dir / "plots" / name).stat().st_size > 10_000, f"plot {name} missing or empty"
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["seed"] == 3 and manifest["host"]["kernel"] == os.uname().release
+
+
+def test_random_loss_1e2_in_binomial_interval(tmp_path: Path) -> None:
+    out = runner.run(_spec(per=1e-2, rate_mbps=20), runner.RunOptions(results_root=tmp_path, plots=False))
+    b = out.summary["bottleneck"]
+    n, k = b["wire_packets"], b["random_drops"]
+    lo, hi = binomial_interval(n, 1e-2)
+    assert n > 5000, f"only {n} packets crossed the link"
+    assert lo <= k <= hi, f"{k} random drops of {n} packets, 99 % interval [{lo}, {hi}]"
+    assert out.summary["fidelity"]["checks"]["random_drops_in_99pct_interval"]["ok"]
+    assert sum(f["random_drops"] for f in out.summary["flows"]) <= k
+
+
+@pytest.mark.skipif(system.has_netem(), reason="this kernel has netem: delay is applied, nothing to refuse")
+def test_delay_without_netem_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    src = (REPO / "experiments" / "demo.toml").read_text().replace('delay_fallback = "skip"', "")
+    bad = tmp_path / "delay.toml"
+    bad.write_text(src)
+    proc = subprocess.run(
+        [*CCLAB, "run", str(bad), "--results", str(tmp_path / "r")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "netem" in proc.stderr and "--allow-no-delay" in proc.stderr, proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def _start_demo(results: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*CCLAB, "run", "experiments/demo.toml", "--no-live", "--results", str(results)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_running(results: Path, proc: subprocess.Popen[str], timeout_s: float = 20) -> Path:
+    """The run directory once its traffic is flowing (the timeseries is being polled)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        runs = list(results.glob("demo-*"))
+        if runs and (runs[0] / "iperf").exists():
+            return runs[0]
+        time.sleep(0.05)
+    raise AssertionError("the run did not start in time")
+
+
+def test_sigint_tears_down_and_marks_incomplete(tmp_path: Path) -> None:
+    proc = _start_demo(tmp_path)
+    run_dir = _wait_running(tmp_path, proc)
+    time.sleep(6)
+    proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    proc.communicate(timeout=30)
+    took = time.monotonic() - t0
+    assert took < 30, f"took {took:.1f} s to stop"
+    assert proc.returncode != 0
+    assert leftovers() == [], "left behind after SIGINT"
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["complete"] is False and "interrupted" in s["reason"]
+    assert (run_dir / "INCOMPLETE").exists()
+    assert (run_dir / "timeseries.csv").stat().st_size > 100, "measurements before the interrupt were lost"
+
+
+def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
+    proc = _start_demo(tmp_path)
+    run_dir = _wait_running(tmp_path, proc)
+    time.sleep(1)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=10)
+    left = leftovers()
+    assert left, "a SIGKILLed run left nothing: this test would not notice a broken clean"
+    clean = subprocess.run([*CCLAB, "clean"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert clean.returncode == 0, clean.stderr
+    assert leftovers() == [], f"cclab clean left: {leftovers()}"
+    assert (run_dir / "INCOMPLETE").exists(), "a killed run must stay marked incomplete"

@@ -73,3 +73,6 @@ lint: venv
 clean:
 	rm -rf $(BUILD)
 	$(MAKE) --no-print-directory -C hosts/cc clean
+
+# The lab VM (qemu, Debian's stock kernel): make vm, make vm-test.
+-include vm/vm.mk

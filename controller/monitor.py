@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from controller.ccstate import CcStateReader, ExportKey
 from controller.dataplane import FlowCounters, FlowKey, Snapshot
 from controller.metrics import jain, rate_bps
 from hosts.tcpinfo import TcpInfoSampler, TcpSample
@@ -71,6 +72,7 @@ class Series:
     timeseries: list[dict[str, Any]] = field(default_factory=list)
     link: list[dict[str, Any]] = field(default_factory=list)
     tcpinfo: list[dict[str, Any]] = field(default_factory=list)
+    ccstate: list[dict[str, Any]] = field(default_factory=list)
     first: Snapshot | None = None
     last: Snapshot | None = None
 
@@ -95,6 +97,7 @@ class Monitor:
         samplers: dict[str, TcpInfoSampler] | None = None,
         on_update: Callable[[LiveState], None] | None = None,
         duration_s: float = 0.0,
+        ccstate: CcStateReader | None = None,
     ) -> None:
         self.source = source
         self.flows = flows
@@ -103,6 +106,7 @@ class Monitor:
         self.samplers = samplers or {}
         self.on_update = on_update
         self.duration_s = duration_s
+        self.ccstate = ccstate
         self.series = Series()
         self.error: BaseException | None = None
         self.cpu_busy_fraction: float | None = None
@@ -194,6 +198,7 @@ class Monitor:
             }
         )
         self._sample_tcpinfo(t)
+        self._sample_ccstate(t)
         self.live.elapsed_s = t
         self.live.capacity_bps = cap
         self.live.link_bps = rate_bps(link_bytes, dt)
@@ -232,3 +237,12 @@ class Monitor:
                         "ca_state": s.ca_state,
                     }
                 )
+
+    def _sample_ccstate(self, t: float) -> None:
+        if self.ccstate is None:
+            return
+        by_key = {ExportKey(f.key.src, f.key.dst, f.key.sport, f.key.dport): f for f in self.flows}
+        for algo, key, row in self.ccstate.read():
+            flow = by_key.get(key)
+            if flow is not None and flow.algo == algo:
+                self.series.ccstate.append({"t_s": t, "flow": flow.id, "algo": algo, **row})

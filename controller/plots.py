@@ -119,6 +119,22 @@ def plot_run(run_dir: Path) -> list[Path]:
         _save(fig, out / "cwnd.png")
         written.append(out / "cwnd.png")
 
+    ccstate = _read(run_dir / "ccstate.csv")
+    if ccstate:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for flow, (xs, ys) in sorted(_by_flow(ccstate, "bwe_bps").items()):
+            ax.plot(xs, [y / 1e6 for y in ys], lw=1, label=f"{flow} {algo.get(flow, '')} BWE")
+        if link:
+            t = [float(r["t_s"]) for r in link]
+            cap = [float(r["capacity_bps"]) / 1e6 for r in link]
+            share = [c / max(1, int(r["active_flows"])) for c, r in zip(cap, link)]
+            ax.plot(t, cap, "k--", lw=1, label="bottleneck rate")
+            ax.plot(t, share, "k:", lw=1, label="fair share")
+        ax.set(xlabel="time (s)", ylabel="Mbit/s", title=f"{title}: the algorithms' bandwidth estimates")
+        ax.legend(fontsize=8, ncol=2)
+        _save(fig, out / "bwe.png")
+        written.append(out / "bwe.png")
+
     if link:
         fig, ax = plt.subplots(figsize=(8, 3.5))
         ax.plot([float(r["t_s"]) for r in link], [int(r["backlog_pkts"]) for r in link], lw=1)

@@ -21,6 +21,7 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from controller import cc, results, summary, system
+from controller.ccstate import CcStateReader
 from controller.dataplane import DataPlaneError, FlowKey
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.monitor import LiveState, Monitor, MonitoredFlow
@@ -195,6 +196,7 @@ class _Experiment:
     dp: KernelBottleneck | None = None
     monitor: Monitor | None = None
     rate_now: float = 0.0
+    ccstate_columns: list[str] = field(default_factory=list)
 
     def build_network(self) -> Any:
         from mininet.log import setLogLevel
@@ -330,6 +332,9 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                 }
                 results.write_json(run_dir / "manifest.json", results.manifest(spec, extra))
                 ex.start_servers(net)
+                reader = CcStateReader(spec.algos)
+                ex.teardowns.append(reader.close)
+                ex.ccstate_columns = reader.columns
                 ex.monitor = Monitor(
                     ex.dp,
                     ex.monitored,
@@ -338,6 +343,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     ex.samplers(net),
                     opts.on_update,
                     spec.duration_s,
+                    reader if reader.maps else None,
                 )
                 ex.traffic(net)
                 complete = True
@@ -409,6 +415,8 @@ def _write(
             "ca_state",
         ],
     )
+    if series.ccstate:
+        results.write_csv(run_dir / "ccstate.csv", series.ccstate, ex.ccstate_columns)
     summ = summary.build(
         ex.spec,
         ex.monitored,

@@ -1,0 +1,77 @@
+"""The algorithms' own state over time, from their st_<algo> export maps.
+
+cclab's algorithms publish, per connection, what tcp_info cannot show: the
+bandwidth estimate, RTTmin, and their own variables (Wmax, alpha, W_Target...;
+names in hosts/cc/algos.toml).  The layout is hosts/cc/core/cc_export.h.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from controller import bpf, cc
+from controller.spec import CCLAB_ALGOS
+
+log = logging.getLogger(__name__)
+
+_KEY = struct.Struct("=4s4sHH")
+_VALUE = struct.Struct("=QQIII5I")
+COMMON = ["bwe_bps", "rtt_min_us", "cwnd_pkts", "ssthresh_pkts"]
+
+
+@dataclass(frozen=True)
+class ExportKey:
+    src: str
+    dst: str
+    sport: int
+    dport: int
+
+
+class CcStateReader:
+    """Reads the export maps of the cclab algorithms a run uses."""
+
+    def __init__(self, algos: list[str] | tuple[str, ...]) -> None:
+        self.maps: dict[str, list[bpf.BpfMap]] = {}
+        self.extras = {a: cc.extras(a) for a in algos if a in CCLAB_ALGOS}
+        for algo in self.extras:
+            found = bpf.BpfMap.by_name(f"st_{algo}")
+            if not found:
+                log.warning("no export map st_%s: its state will not be recorded", algo)
+            self.maps[algo] = found
+
+    @property
+    def columns(self) -> list[str]:
+        """CSV columns: common fields, then every extra of the run's algorithms once."""
+        extra: list[str] = []
+        for names in self.extras.values():
+            extra += [n for n in names if n not in extra]
+        return ["t_s", "flow", "algo", *COMMON, *extra]
+
+    def read(self) -> list[tuple[str, ExportKey, dict[str, Any]]]:
+        out = []
+        for algo, maps in self.maps.items():
+            names = self.extras[algo]
+            for m in maps:
+                for kraw, vraw in m.items():
+                    saddr, daddr, sport, dport = _KEY.unpack(kraw)
+                    _ts, bwe, rtt_min, cwnd, ssthresh, *x = _VALUE.unpack(vraw[: _VALUE.size])
+                    key = ExportKey(str(ipaddress.IPv4Address(saddr)), str(ipaddress.IPv4Address(daddr)), sport, dport)
+                    row: dict[str, Any] = {
+                        "bwe_bps": bwe,
+                        "rtt_min_us": rtt_min,
+                        "cwnd_pkts": cwnd,
+                        "ssthresh_pkts": ssthresh,
+                    }
+                    row.update(zip(names, x))
+                    out.append((algo, key, row))
+        return out
+
+    def close(self) -> None:
+        for maps in self.maps.values():
+            for m in maps:
+                m.close()
+        self.maps.clear()

@@ -65,6 +65,7 @@ test: deps venv build
 
 bench: deps venv build
 	$(CCLAB) bench dataplane
+	$(CCLAB) bench cc
 
 lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet

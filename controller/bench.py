@@ -1,5 +1,8 @@
 """Benchmarks that print figures (targets are met here, not in timed tests).
 
+`cclab bench cc`: each cclab algorithm's loopback throughput beside built-in
+reno, interleaved in one run.
+
 `cclab bench dataplane`: the highest bottleneck rate the kernel target emulates
 with at most 2 % rate error, beside the unshaped ceiling of the same path
 measured in the same run.  Each point is a real experiment (the runner, the
@@ -9,14 +12,19 @@ the data plane's own counters, after a warm-up.
 
 from __future__ import annotations
 
+import json
 import logging
+import statistics
+import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller import runner, spec
+from controller import cc, runner, spec, system
+from hosts import traffic
 
 log = logging.getLogger(__name__)
 
@@ -95,4 +103,73 @@ def dataplane(
         "flows": flows,
         "duration_s": duration_s,
         "points": [p.as_dict() for p in points],
+    }
+
+
+BENCH_NS = "cclab-bench-cc"
+BENCH_PORT = 5299
+
+
+def _netns(*args: str) -> list[str]:
+    return ["ip", "netns", "exec", BENCH_NS, *args]
+
+
+def _iperf_loopback(algo: str, seconds: float) -> float:
+    proc = system.run(
+        _netns("iperf3", "-c", "127.0.0.1", "-p", str(BENCH_PORT), "-t", f"{seconds:g}", "-C", algo, "-J"),
+        timeout=seconds + 30,
+    )
+    return float(json.loads(proc.stdout)["end"]["sum_received"]["bits_per_second"])
+
+
+def cc_loopback(
+    algos: tuple[str, ...] = spec.CCLAB_ALGOS,
+    seconds: float = 3.0,
+    repeats: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Loopback iperf3 throughput of each algorithm beside built-in reno, interleaved, medians.
+
+    Loopback has no loss and a 64 KiB MTU, so the sender's per-ACK work is
+    what limits it: this measures what the algorithm costs, not how it fares.
+    """
+    say = progress or (lambda _m: None)
+    system.require_root()
+    loaded = cc.load(algos)
+    server = None
+    try:
+        system.run(["ip", "netns", "add", BENCH_NS])
+        system.run(_netns("ip", "link", "set", "lo", "up"))
+        server = subprocess.Popen(
+            _netns("iperf3", "-s", "-B", "127.0.0.1", "-p", str(BENCH_PORT)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 5
+        while not traffic.listening(server.pid, BENCH_PORT):
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise system.SystemError_("iperf3 server for the loopback benchmark did not start")
+            time.sleep(0.01)
+        runs: dict[str, list[float]] = {a: [] for a in ("reno", *algos)}
+        for i in range(repeats):
+            for algo in ("reno", *algos):
+                say(f"round {i + 1}/{repeats}: {algo}")
+                runs[algo].append(_iperf_loopback(algo, seconds))
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        system.run(["ip", "netns", "del", BENCH_NS], check=False)
+        cc.unload(loaded)
+    reno = statistics.median(runs["reno"])
+    return {
+        "bench": "cc_loopback",
+        "seconds": seconds,
+        "repeats": repeats,
+        "reno_bps": reno,
+        "algos": {
+            a: {"median_bps": statistics.median(v), "ratio_to_reno": statistics.median(v) / reno, "runs_bps": v}
+            for a, v in runs.items()
+            if a != "reno"
+        },
     }

@@ -131,6 +131,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_cc(args: argparse.Namespace) -> int:
+    def progress(msg: str) -> None:
+        err.print(f"bench cc: {msg}", highlight=False)
+
+    res = bench.cc_loopback(seconds=args.seconds, repeats=args.repeats, progress=progress)
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    out.print(f"  {'reno (built-in)':20} {res['reno_bps'] / 1e9:7.2f} Gbit/s")
+    for name, r in res["algos"].items():
+        out.print(f"  {name + ' (eBPF)':20} {r['median_bps'] / 1e9:7.2f} Gbit/s  {r['ratio_to_reno']:.1%} of reno")
+    out.print(f"loopback, medians of {res['repeats']} interleaved runs of {res['seconds']:g} s")
+    return 0
+
+
 def _cmd_cc(args: argparse.Namespace) -> int:
     if args.cc_cmd == "list":
         for st in cc.status():
@@ -200,6 +215,12 @@ def parser() -> argparse.ArgumentParser:
     bd.add_argument("--flows", type=int, default=2, help="saturating cubic flows (default 2)")
     bd.add_argument("--shaper", choices=spec.SHAPERS, default="htb", help="rate limiter (default htb)")
     bd.set_defaults(func=_cmd_bench)
+
+    bc = bsub.add_parser("cc", help="each cclab algorithm's loopback throughput beside built-in reno")
+    bc.add_argument("--json", action="store_true", help="print one JSON line")
+    bc.add_argument("--seconds", type=float, default=3.0, help="seconds per run (default 3)")
+    bc.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
+    bc.set_defaults(func=_cmd_bench_cc)
 
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")
     ksub = k.add_subparsers(dest="cc_cmd", required=True, metavar="ACTION")

@@ -55,6 +55,7 @@ class TcpSample:
     delivery_rate_Bps: int
     pacing_rate_Bps: int
     algo: str
+    src: str = ""
 
 
 def parse_tcp_info(raw: bytes) -> dict[str, int]:
@@ -125,7 +126,8 @@ class TcpInfoSampler:
         body += _SOCKID.pack(0, 0, b"", b"", 0, b"\xff" * 8)
         return _NLMSG.pack(_NLMSG.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0) + body
 
-    def sample(self, sports: set[int]) -> list[TcpSample]:
+    def sample(self, sports: set[int] | None = None) -> list[TcpSample]:
+        """tcp_info of the sockets whose local port is in sports (all when None)."""
         self.sock.send(self._request())
         out: list[TcpSample] = []
         while True:
@@ -146,10 +148,10 @@ class TcpInfoSampler:
                 return out
 
     @staticmethod
-    def _decode(msg: bytes, sports: set[int]) -> TcpSample | None:
+    def _decode(msg: bytes, sports: set[int] | None) -> TcpSample | None:
         _family, state, _timer, _retrans = _DIAG_MSG.unpack_from(msg, 0)
-        sport, dport, _src, dst, _ifi, _cookie = _SOCKID.unpack_from(msg, 4)
-        if sport not in sports:
+        sport, dport, src, dst, _ifi, _cookie = _SOCKID.unpack_from(msg, 4)
+        if sports is not None and sport not in sports:
             return None
         info: dict[str, int] | None = None
         algo = ""
@@ -183,4 +185,5 @@ class TcpInfoSampler:
             delivery_rate_Bps=info["delivery_rate"],
             pacing_rate_Bps=info["pacing_rate"],
             algo=algo,
+            src=socket.inet_ntoa(src[:4]),
         )

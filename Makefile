@@ -66,6 +66,8 @@ test: deps venv build
 bench: deps venv build
 	$(CCLAB) bench dataplane
 	$(CCLAB) bench cc
+	$(CCLAB) bench setup
+	$(CCLAB) bench controller
 
 lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet

@@ -173,3 +173,87 @@ def cc_loopback(
             if a != "reno"
         },
     }
+
+
+def setup_teardown(pairs: int = 16, repeats: int = 3) -> dict[str, Any]:
+    """Seconds to build a dumbbell, program its bottleneck, and take both down again."""
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+
+    from controller.dataplane.kernel import KernelBottleneck, LinkParams
+
+    system.require_root()
+    setLogLevel("error")
+    mod = runner.load_topology_module()
+    up: list[float] = []
+    down: list[float] = []
+    for i in range(repeats):
+        t0 = time.monotonic()
+        net = Mininet(mod.Dumbbell(pairs=pairs), switch=mod.CclabBridge, host=mod.CclabHost, controller=None)
+        dp = KernelBottleneck(f"bench-setup-{i}", "s1-eth1", "s2-eth1")
+        try:
+            net.start()
+            dp.setup(LinkParams(rate_bps=100_000_000, queue_pkts=100), seed=1, use_delay=False)
+            t1 = time.monotonic()
+        finally:
+            dp.teardown()
+            net.stop()
+        t2 = time.monotonic()
+        up.append(t1 - t0)
+        down.append(t2 - t1)
+    total = [u + d for u, d in zip(up, down)]
+    return {
+        "bench": "setup_teardown",
+        "pairs": pairs,
+        "setup_s": statistics.median(up),
+        "teardown_s": statistics.median(down),
+        "total_s": statistics.median(total),
+        "runs_total_s": total,
+    }
+
+
+def controller_polling(flows: int = 1000, rate_hz: float = 10.0, seconds: float = 10.0) -> dict[str, Any]:
+    """CPU share of one core the monitor uses to poll `flows` counters at `rate_hz`.
+
+    A real kernel bottleneck on a throwaway veth pair, its flow map filled
+    with `flows` entries; the monitor runs as in an experiment (batch read,
+    per-flow rates, Jain's index), no traffic generator on the CPU.
+    """
+    import ipaddress
+    import struct
+
+    from controller.dataplane import FlowKey
+    from controller.dataplane.kernel import KernelBottleneck, LinkParams
+    from controller.monitor import Monitor, MonitoredFlow
+
+    system.require_root()
+    a, b = "cclab-bench0", "cclab-bench1"
+    system.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b])
+    dp = KernelBottleneck("bench-controller", a, b)
+    try:
+        dp.setup(LinkParams(rate_bps=1_000_000_000, queue_pkts=100), seed=1, use_delay=False)
+        fmap = dp._maps["bn_flows"]
+        monitored = []
+        for i in range(flows):
+            src, dst = ipaddress.IPv4Address(0x0A000000 + i), ipaddress.IPv4Address(0x0A010000 + i)
+            fmap.update(struct.pack("=4s4sHHB3x", src.packed, dst.packed, 40000 + i % 20000, 5201, 6), bytes(64))
+            key = FlowKey(str(src), str(dst), 40000 + i % 20000, 5201, 6)
+            monitored.append(MonitoredFlow(f"f{i + 1}", "cubic", key, "h1"))
+        mon = Monitor(dp, monitored, 1 / rate_hz, lambda: 1e9)
+        cpu0, t0 = time.process_time(), time.monotonic()
+        mon.start(t0)
+        time.sleep(seconds)
+        mon.stop()
+        cpu, wall = time.process_time() - cpu0, time.monotonic() - t0
+        polls = len(mon.series.link)
+    finally:
+        dp.teardown()
+        system.run(["ip", "link", "del", a], check=False)
+    return {
+        "bench": "controller_polling",
+        "flows": flows,
+        "rate_hz": rate_hz,
+        "polls": polls,
+        "cpu_share_of_one_core": cpu / wall,
+        "ms_per_poll": cpu / max(1, polls) * 1000,
+    }

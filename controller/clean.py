@@ -20,8 +20,9 @@ from controller.dataplane.kernel import remove_pins
 
 log = logging.getLogger(__name__)
 
-#: Mininet names switch ports s<N>-eth<M> and hosts h<N>/r<N>; the bridges are s<N>.
-PORT = re.compile(r"^s\d+-eth\d+$")
+#: Mininet names switch ports s<N>-eth<M> and hosts h<N>/r<N>; the bridges are s<N>;
+#: benchmarks make cclab-bench<N>.
+PORT = re.compile(r"^(s\d+-eth\d+|cclab-bench\d+)$")
 BRIDGE = re.compile(r"^s\d+$")
 
 

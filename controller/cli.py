@@ -146,6 +146,30 @@ def _cmd_bench_cc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_setup(args: argparse.Namespace) -> int:
+    res = bench.setup_teardown(pairs=args.pairs, repeats=args.repeats)
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    out.print(
+        f"dumbbell with {res['pairs']} pairs: set-up {res['setup_s']:.2f} s + teardown {res['teardown_s']:.2f} s "
+        f"= {res['total_s']:.2f} s (median of {len(res['runs_total_s'])})"
+    )
+    return 0
+
+
+def _cmd_bench_controller(args: argparse.Namespace) -> int:
+    res = bench.controller_polling(flows=args.flows, rate_hz=args.rate_hz, seconds=args.seconds)
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    out.print(
+        f"monitor polling {res['flows']} flows at {res['rate_hz']:g} Hz: {res['cpu_share_of_one_core']:.1%} of one "
+        f"core ({res['ms_per_poll']:.2f} ms CPU per poll, {res['polls']} polls)"
+    )
+    return 0
+
+
 def _cmd_cc(args: argparse.Namespace) -> int:
     if args.cc_cmd == "list":
         for st in cc.status():
@@ -221,6 +245,18 @@ def parser() -> argparse.ArgumentParser:
     bc.add_argument("--seconds", type=float, default=3.0, help="seconds per run (default 3)")
     bc.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
     bc.set_defaults(func=_cmd_bench_cc)
+
+    bs = bsub.add_parser("setup", help="seconds to set up and tear down a dumbbell with its bottleneck")
+    bs.add_argument("--json", action="store_true", help="print one JSON line")
+    bs.add_argument("--pairs", type=int, default=16, help="sender/receiver pairs (default 16)")
+    bs.add_argument("--repeats", type=int, default=3, help="repetitions (default 3)")
+    bs.set_defaults(func=_cmd_bench_setup)
+    bm = bsub.add_parser("controller", help="CPU the monitor needs to poll many flows' counters")
+    bm.add_argument("--json", action="store_true", help="print one JSON line")
+    bm.add_argument("--flows", type=int, default=1000, help="flows in the counter map (default 1000)")
+    bm.add_argument("--rate-hz", type=float, default=10.0, help="polls per second (default 10)")
+    bm.add_argument("--seconds", type=float, default=10.0, help="how long to poll (default 10)")
+    bm.set_defaults(func=_cmd_bench_controller)
 
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")
     ksub = k.add_subparsers(dest="cc_cmd", required=True, metavar="ACTION")

@@ -7,15 +7,15 @@ changes those while running, and reads per-flow counters keyed by 5-tuple.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 class DataPlaneError(RuntimeError):
     """The data plane could not be set up or read; the message says why and what to do."""
 
 
-@dataclass(frozen=True)
-class FlowKey:
-    """An IPv4 5-tuple as the data plane keys its counters."""
+class FlowKey(NamedTuple):
+    """An IPv4 5-tuple as the data plane keys its counters (a tuple: cheap to hash)."""
 
     src: str
     dst: str

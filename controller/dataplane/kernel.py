@@ -16,10 +16,10 @@ Nothing here is a shell string; every tc call is an argument list.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import shutil
+import socket
 import struct
 import time
 from dataclasses import dataclass, field
@@ -92,6 +92,7 @@ class KernelBottleneck:
     _tp_fd: int = field(default=-1, init=False)
     _params: LinkParams | None = field(default=None, init=False)
     _devs_touched: list[str] = field(default_factory=list, init=False)
+    _keys: dict[bytes, FlowKey] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._pin = system.PIN_ROOT / self.run_id
@@ -302,9 +303,12 @@ class KernelBottleneck:
     def read(self) -> Snapshot:
         """All counters now: one batch read of the flow map, one of the link."""
         snap = Snapshot(t=time.monotonic())
+        keys = self._keys
         for kraw, vraw in self._maps["bn_flows"].items():
-            saddr, daddr, sport, dport, proto = _KEY.unpack(kraw)
-            key = FlowKey(str(ipaddress.IPv4Address(saddr)), str(ipaddress.IPv4Address(daddr)), sport, dport, proto)
+            key = keys.get(kraw)
+            if key is None:  # decoded once per flow, not once per poll
+                saddr, daddr, sport, dport, proto = _KEY.unpack(kraw)
+                key = keys[kraw] = FlowKey(socket.inet_ntoa(saddr), socket.inet_ntoa(daddr), sport, dport, proto)
             snap.flows[key] = FlowCounters(*_CTR.unpack(vraw))
         link = self._maps["bn_link_ctr"].lookup(b"\0" * 4)
         if link is not None:

@@ -39,6 +39,8 @@ CEILING_MBPS = 100_000
 class Point:
     rate_bps: int
     achieved_bps: float | None
+    cpu_busy: float | None = None
+    """Share of all CPUs busy during the run: near 1, the senders may be what falls short."""
 
     @property
     def error(self) -> float | None:
@@ -47,7 +49,12 @@ class Point:
         return abs(self.achieved_bps - self.rate_bps) / self.rate_bps
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rate_bps": self.rate_bps, "achieved_bps": self.achieved_bps, "error": self.error}
+        return {
+            "rate_bps": self.rate_bps,
+            "achieved_bps": self.achieved_bps,
+            "error": self.error,
+            "cpu_busy": self.cpu_busy,
+        }
 
 
 def _spec(rate_mbps: float, duration_s: float, flows: int, shaper: str) -> spec.Spec:
@@ -62,16 +69,17 @@ def _spec(rate_mbps: float, duration_s: float, flows: int, shaper: str) -> spec.
     )
 
 
-def measure(rate_mbps: float, duration_s: float, flows: int, shaper: str, root: Path) -> float | None:
+def measure(rate_mbps: float, duration_s: float, flows: int, shaper: str, root: Path) -> Point:
     opts = runner.RunOptions(results_root=root, plots=False)
     out = runner.run(_spec(rate_mbps, duration_s, flows, shaper), opts)
     achieved = out.summary["bottleneck"]["achieved_bps"]
-    return float(achieved) if achieved is not None else None
+    cpu = out.summary["fidelity"]["checks"].get("cpu_busy_fraction", {}).get("value")
+    return Point(int(rate_mbps * 1e6), float(achieved) if achieved is not None else None, cpu)
 
 
 def dataplane(
-    duration_s: float = 5.0,
-    flows: int = 2,
+    duration_s: float = 6.0,
+    flows: int = 4,
     shaper: str = "htb",
     rates_mbps: tuple[float, ...] = RATES_MBPS,
     progress: Callable[[str], None] | None = None,
@@ -80,14 +88,14 @@ def dataplane(
     with tempfile.TemporaryDirectory(prefix="cclab-bench-") as tmp:
         root = Path(tmp)
         say("ceiling (unshaped)")
-        ceiling = measure(CEILING_MBPS, duration_s, flows, shaper, root)
+        ceiling = measure(CEILING_MBPS, duration_s, flows, shaper, root).achieved_bps
         points: list[Point] = []
         misses = 0
         for r in rates_mbps:
             if ceiling is not None and r * 1e6 > ceiling * 1.05:
                 break  # the path itself cannot carry it
             say(f"{r:g} Mbit/s")
-            p = Point(int(r * 1e6), measure(r, duration_s, flows, shaper, root))
+            p = measure(r, duration_s, flows, shaper, root)
             points.append(p)
             misses = misses + 1 if p.error is None or p.error > RATE_ERROR_MAX else 0
             if misses == 2:

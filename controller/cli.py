@@ -117,11 +117,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(json.dumps(res))
         return 0
     for p in res["points"]:
-        ach = p["achieved_bps"]
-        e = p["error"]
+        ach, e, cpu = p["achieved_bps"], p["error"], p["cpu_busy"]
         out.print(
             f"  {p['rate_bps'] / 1e6:8.0f} Mbit/s -> {'-' if ach is None else f'{ach / 1e6:8.1f}'} Mbit/s "
-            f"(error {'-' if e is None else f'{e:.2%}'})"
+            f"(error {'-' if e is None else f'{e:.2%}'}, CPU busy {'-' if cpu is None else f'{cpu:.0%}'})"
         )
     m, c = res["max_accurate_rate_bps"], res["ceiling_bps"]
     out.print(
@@ -235,8 +234,8 @@ def parser() -> argparse.ArgumentParser:
     bsub = b.add_subparsers(dest="bench_cmd", required=True, metavar="BENCH")
     bd = bsub.add_parser("dataplane", help="highest rate emulated within 2 %% error, beside the unshaped ceiling")
     bd.add_argument("--json", action="store_true", help="print one JSON line")
-    bd.add_argument("--duration", type=float, default=5.0, help="seconds per point (default 5)")
-    bd.add_argument("--flows", type=int, default=2, help="saturating cubic flows (default 2)")
+    bd.add_argument("--duration", type=float, default=6.0, help="seconds per point (default 6)")
+    bd.add_argument("--flows", type=int, default=4, help="saturating cubic flows (default 4)")
     bd.add_argument("--shaper", choices=spec.SHAPERS, default="htb", help="rate limiter (default htb)")
     bd.set_defaults(func=_cmd_bench)
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,46 +117,82 @@ def test_runtime_loss_change(bed: Bed) -> None:
     assert lo <= rnd <= hi, f"{rnd} drops of {n} at p = 0.5, 99 % interval [{lo}, {hi}]"
 
 
-def test_queue_limit_holds_and_rate_is_shaped(bed: Bed) -> None:
-    """10 Mbit/s with a 20-packet queue, offered 40 Mbit/s: queue drops, never more than 20 queued."""
-    rate, qlim = 10_000_000, 20
-    bed.dp.apply(LinkParams(rate_bps=1_000_000_000, queue_pkts=1000, per=0.0))
-    bed.dp.teardown()
-    bed.dp.setup(LinkParams(rate_bps=rate, queue_pkts=qlim), seed=7, use_delay=False)
+@dataclass
+class Overload:
+    """What a shaped link did while offered more than its rate."""
+
+    rate_bps: float
+    """Forwarded rate while the queue held packets."""
+    peak_backlog: int
+    queue_drops: int
+    forwarded: int
+    received: int
+
+
+def _overload(bed: Bed, packets: int, offered_bps: float) -> Overload:
+    """Offer UDP above the link rate; measure the rate while backlogged and the peak backlog."""
+    peak = 0
+    busy: list[tuple[float, int]] = []  # (t, link bytes) at polls that found a backlog
+    stop = threading.Event()
+
+    def poll() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            snap = bed.dp.read()
+            peak = max(peak, snap.backlog_pkts)
+            if snap.backlog_pkts > 0:
+                busy.append((snap.t, snap.link.fwd_bytes))
+            time.sleep(0.005)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    before = bed.flow()
     try:
-        import threading
-
-        peak = [0]
-        busy: list[tuple[float, int]] = []  # (t, link bytes) at polls that found a backlog
-        stop = threading.Event()
-
-        def poll() -> None:
-            while not stop.is_set():
-                snap = bed.dp.read()
-                peak[0] = max(peak[0], snap.backlog_pkts)
-                if snap.backlog_pkts > 0:
-                    busy.append((snap.t, snap.link.fwd_bytes))
-                time.sleep(0.005)
-
-        t = threading.Thread(target=poll)
-        t.start()
-        before = bed.flow()
-        t0 = time.monotonic()
-        received = bed.udp(3000, 40e6)
+        received = bed.udp(packets, offered_bps)
+    finally:
         stop.set()
         t.join()
-        after = bed.flow()
-        q = after.q_drop_pkts - before.q_drop_pkts
-        fwd = after.fwd_pkts - before.fwd_pkts
-        assert q > 0, "no queue drops although offered 4x the rate"
-        assert received == fwd, f"receiver got {received}, data plane forwarded {fwd}"
-        assert peak[0] <= qlim + 2, f"backlog reached {peak[0]} packets, limit {qlim} (+2 in flight)"
-        # While the queue holds packets the link runs at its rate: measure it there.
-        (t_a, b_a), (t_b, b_b) = busy[0], busy[-1]
-        assert t_b - t_a > 0.3, f"queue backlogged for only {t_b - t_a:.2f} s"
-        rate_meas = (b_b - b_a) * 8 / (t_b - t_a)
-        assert 0.97 * rate <= rate_meas <= 1.02 * rate, f"{rate_meas / 1e6:.3f} Mbit/s on a 10 Mbit/s link"
-        assert time.monotonic() - t0 < 30
-    finally:
+    after = bed.flow()
+    (t_a, b_a), (t_b, b_b) = busy[0], busy[-1]
+    assert t_b - t_a > 0.3, f"queue backlogged for only {t_b - t_a:.2f} s"
+    return Overload(
+        rate_bps=(b_b - b_a) * 8 / (t_b - t_a),
+        peak_backlog=peak,
+        queue_drops=after.q_drop_pkts - before.q_drop_pkts,
+        forwarded=after.fwd_pkts - before.fwd_pkts,
+        received=received,
+    )
+
+
+@pytest.fixture
+def shaped(bed: Bed) -> Iterator[Callable[[LinkParams], None]]:
+    """Re-program the bottleneck for one test, and restore the module's 1 Gbit/s link after it."""
+
+    def program(params: LinkParams) -> None:
         bed.dp.teardown()
-        bed.dp.setup(LinkParams(rate_bps=1_000_000_000, queue_pkts=1000), seed=7, use_delay=False)
+        bed.dp.setup(params, seed=7, use_delay=False)
+
+    yield program
+    program(LinkParams(rate_bps=1_000_000_000, queue_pkts=1000))
+
+
+@pytest.mark.parametrize("shaper", ["htb", "tbf"])
+def test_queue_limit_holds_and_rate_is_shaped(bed: Bed, shaped: Callable[[LinkParams], None], shaper: str) -> None:
+    """10 Mbit/s with a 20-packet queue, offered 40 Mbit/s: the rate holds, never more than 20 queued."""
+    rate, qlim = 10_000_000, 20
+    shaped(LinkParams(rate_bps=rate, queue_pkts=qlim, shaper=shaper))
+    o = _overload(bed, 3000, 40e6)
+    assert o.queue_drops > 0, "no queue drops although offered 4x the rate"
+    assert o.received == o.forwarded, f"receiver got {o.received}, data plane forwarded {o.forwarded}"
+    assert o.peak_backlog <= qlim + 2, f"backlog reached {o.peak_backlog} packets, limit {qlim} (+2 in flight)"
+    assert 0.97 * rate <= o.rate_bps <= 1.02 * rate, f"{o.rate_bps / 1e6:.3f} Mbit/s on a 10 Mbit/s {shaper} link"
+
+
+def test_runtime_rate_change(bed: Bed, shaped: Callable[[LinkParams], None]) -> None:
+    """A schedule step changes the rate while running: 10 then 20 Mbit/s, each within 3 %."""
+    shaped(LinkParams(rate_bps=10_000_000, queue_pkts=50))
+    first = _overload(bed, 2000, 40e6)
+    bed.dp.apply(LinkParams(rate_bps=20_000_000, queue_pkts=50))
+    second = _overload(bed, 4000, 60e6)
+    assert 0.97e7 <= first.rate_bps <= 1.02e7, f"{first.rate_bps / 1e6:.3f} Mbit/s before the change"
+    assert 1.94e7 <= second.rate_bps <= 2.04e7, f"{second.rate_bps / 1e6:.3f} Mbit/s after the change to 20"

@@ -148,52 +148,26 @@ class KernelBottleneck:
         for dev in (a, b):
             self._devs_touched.append(dev)
             self._tc("qdisc", "replace", "dev", dev, "clsact")
-        rate = f"{p.rate_bps}bit"
-        burst = f"{htb_burst_bytes(p.rate_bps, p.mtu)}b"
         if p.shaper == "htb":
             self._tc("qdisc", "replace", "dev", a, "root", "handle", "1:", "htb", "default", "1")
-            self._tc(
-                "class",
-                "replace",
-                "dev",
-                a,
-                "parent",
-                "1:",
-                "classid",
-                "1:1",
-                "htb",
-                "rate",
-                rate,
-                "ceil",
-                rate,
-                "burst",
-                burst,
-                "cburst",
-                burst,
-            )
-        else:
-            self._tc(
-                "qdisc",
-                "replace",
-                "dev",
-                a,
-                "root",
-                "handle",
-                "1:",
-                "tbf",
-                "rate",
-                rate,
-                "burst",
-                burst,
-                "limit",
-                "1000000",
-            )
+        self._shape("replace", p)
         self._tc("qdisc", "replace", "dev", a, "parent", "1:1", "handle", "10:", *self._queue_args(p))
         if use_delay and (p.delay_ms > 0 or p.jitter_ms > 0):
             for dev in self.fwd_delay_devs + self.rev_delay_devs:
                 self._devs_touched.append(dev)
                 self._tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", *self._netem_args(p))
             self.delay_applied = True
+
+    def _shape(self, verb: str, p: LinkParams) -> None:
+        """Create ("replace") or retune ("change") the rate limiter on A."""
+        rate = f"{p.rate_bps}bit"
+        burst = f"{htb_burst_bytes(p.rate_bps, p.mtu)}b"
+        if p.shaper == "htb":
+            where = ["class", verb, "dev", self.egress_dev, "parent", "1:", "classid", "1:1", "htb"]
+            self._tc(*where, "rate", rate, "ceil", rate, "burst", burst, "cburst", burst)
+        else:
+            where = ["qdisc", verb, "dev", self.egress_dev, "root", "handle", "1:", "tbf"]
+            self._tc(*where, "rate", rate, "burst", burst, "limit", "1000000")
 
     @staticmethod
     def _queue_args(p: LinkParams) -> list[str]:
@@ -256,45 +230,7 @@ class KernelBottleneck:
         self._maps["bn_config"].update(b"\0" * 4, cfg)
         old = self._params
         if old is not None and old.rate_bps != p.rate_bps:
-            rate = f"{p.rate_bps}bit"
-            burst = f"{htb_burst_bytes(p.rate_bps, p.mtu)}b"
-            if p.shaper == "htb":
-                self._tc(
-                    "class",
-                    "change",
-                    "dev",
-                    self.egress_dev,
-                    "parent",
-                    "1:",
-                    "classid",
-                    "1:1",
-                    "htb",
-                    "rate",
-                    rate,
-                    "ceil",
-                    rate,
-                    "burst",
-                    burst,
-                    "cburst",
-                    burst,
-                )
-            else:
-                self._tc(
-                    "qdisc",
-                    "change",
-                    "dev",
-                    self.egress_dev,
-                    "root",
-                    "handle",
-                    "1:",
-                    "tbf",
-                    "rate",
-                    rate,
-                    "burst",
-                    burst,
-                    "limit",
-                    "1000000",
-                )
+            self._shape("change", p)
         if old is not None and self.delay_applied and (old.delay_ms, old.jitter_ms) != (p.delay_ms, p.jitter_ms):
             for dev in self.fwd_delay_devs + self.rev_delay_devs:
                 self._tc("qdisc", "change", "dev", dev, "root", "handle", "1:", *self._netem_args(p))

@@ -3,7 +3,7 @@
 The userspace harness (hosts/cc/test/harness.c) compiles the same headers the
 kernel module and the BPF programs include and prints ``key=value`` lines;
 each test compares them with values worked by hand from the papers in
-/work/shared/papers/ (file and section named in every test).
+../shared/papers/ (file and section named in every test).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Congestion-control algorithms on this host: what the kernel offers, what cclab loads.
 
-A user names an algorithm once.  cclab's own (hosts/cc/) are registered as
-eBPF struct_ops under that same name; where the kernel takes modules and a
-built module matches it, the module form is used instead (lab VM).
+A user names an algorithm once.  cclab's own (hosts/cc/) load as kernel
+modules where the kernel takes modules and a built tcp_<name>.ko matches its
+release (the lab VM), and as eBPF struct_ops otherwise; same name either way.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from controller import system
-from controller.spec import CCLAB_ALGOS
+from controller.spec import CCLAB_ALGOS, KERNEL_ALGOS
 
 log = logging.getLogger(__name__)
 
 CC_DIR = system.REPO / "hosts" / "cc"
 BPF_DIR = CC_DIR / "build" / "bpf"
+KMOD_DIR = CC_DIR / "build" / "kmod"
 ALGOS_TOML = CC_DIR / "algos.toml"
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 
@@ -52,6 +53,43 @@ def bpf_object(name: str) -> Path:
     return BPF_DIR / f"{name}.bpf.o"
 
 
+def kernel_module(name: str) -> Path:
+    return KMOD_DIR / f"tcp_{name}.ko"
+
+
+def takes_modules() -> bool:
+    """Whether this kernel loads modules (CONFIG_MODULES: /proc/modules exists)."""
+    return Path("/proc/modules").exists()
+
+
+def module_matches(name: str) -> bool:
+    """A built tcp_<name>.ko whose vermagic names this kernel's release."""
+    ko = kernel_module(name)
+    if not takes_modules() or not ko.exists():
+        return False
+    proc = system.run(["modinfo", "-F", "vermagic", str(ko)], check=False)
+    return proc.returncode == 0 and proc.stdout.split()[:1] == [system.kernel_release()]
+
+
+def intree_module(name: str) -> bool:
+    """Whether the kernel can load one of its own algorithms as tcp_<name> (modprobe)."""
+    if name not in KERNEL_ALGOS or not takes_modules():
+        return False
+    return system.run(["modinfo", "-n", f"tcp_{name}"], check=False).returncode == 0
+
+
+def _loaded_as_module(name: str) -> bool:
+    try:
+        return any(line.split()[0] == f"tcp_{name}" for line in Path("/proc/modules").read_text().splitlines())
+    except OSError:
+        return False
+
+
+def form(name: str) -> str:
+    """How cclab loads one of its algorithms on this kernel: "module" or "ebpf"."""
+    return "module" if module_matches(name) else "ebpf"
+
+
 def extras(name: str) -> list[str]:
     """Names of the algorithm-specific exported fields x[0..4] (hosts/cc/algos.toml)."""
     try:
@@ -66,9 +104,11 @@ def status() -> list[AlgoStatus]:
     have = available()
     out = [AlgoStatus(n, False, True, "kernel") for n in have if n not in CCLAB_ALGOS]
     for n in CCLAB_ALGOS:
-        built = bpf_object(n).exists()
-        form = "ebpf" if built else "ebpf (not built: run `make build`)"
-        out.append(AlgoStatus(n, True, n in have, form))
+        if module_matches(n):
+            how = "module"
+        else:
+            how = "ebpf" if bpf_object(n).exists() else "ebpf (not built: run `make build`)"
+        out.append(AlgoStatus(n, True, n in have, how))
     return out
 
 
@@ -78,8 +118,10 @@ def check_available(names: tuple[str, ...] | list[str]) -> None:
     for n in names:
         if n in have:
             continue
+        if intree_module(n):
+            continue
         if n in CCLAB_ALGOS:
-            if not bpf_object(n).exists():
+            if not module_matches(n) and not bpf_object(n).exists():
                 raise CcError(f"algorithm {n} is not built: {bpf_object(n)} is missing; run `make build`")
             continue
         raise CcError(f"algorithm {n} is not available in this kernel (it has: {', '.join(have)})")
@@ -93,28 +135,39 @@ def load(names: list[str] | tuple[str, ...]) -> list[str]:
         if n not in CCLAB_ALGOS:
             if n in available():
                 continue
+            if intree_module(n):
+                system.run(["modprobe", f"tcp_{n}"])
+                done.append(n)
+                continue
             raise CcError(f"{n} is not one of cclab's algorithms ({', '.join(CCLAB_ALGOS)}) nor in this kernel")
         if n in available():
             continue
-        obj = bpf_object(n)
-        if not obj.exists():
-            raise CcError(f"{obj} is missing; run `make build`")
+        if module_matches(n):
+            args = ["insmod", str(kernel_module(n))]
+        else:
+            obj = bpf_object(n)
+            if not obj.exists():
+                raise CcError(f"{obj} is missing; run `make build`")
+            args = ["bpftool", "struct_ops", "register", str(obj)]
         try:
-            system.run(["bpftool", "struct_ops", "register", str(obj)])
+            system.run(args)
         except system.SystemError_ as exc:
             unload(done)
             raise CcError(f"loading {n}: {exc}") from None
         if n not in available():
             unload(done + [n])
             raise CcError(f"{n} registered but is not in {AVAILABLE}")
-        log.info("loaded %s (eBPF struct_ops)", n)
+        log.info("loaded %s (%s)", n, "module" if args[0] == "insmod" else "eBPF struct_ops")
         done.append(n)
     return done
 
 
 def unload(names: list[str] | tuple[str, ...]) -> None:
-    """Unregister cclab's struct_ops algorithms by name (absent ones are skipped)."""
+    """Unload cclab's algorithms by name, module or struct_ops (absent ones are skipped)."""
     for n in names:
-        if n not in CCLAB_ALGOS or n not in available():
+        if n not in available():
             continue
-        system.run(["bpftool", "struct_ops", "unregister", "name", n], check=False)
+        if _loaded_as_module(n):  # ours or an in-tree one cclab modprobed
+            system.run(["rmmod", f"tcp_{n}"], check=False)
+        elif n in CCLAB_ALGOS:
+            system.run(["bpftool", "struct_ops", "unregister", "name", n], check=False)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from controller.ccstate import CcStateReader, ExportKey
 from controller.dataplane import FlowCounters, FlowKey, Snapshot
 from controller.metrics import jain, rate_bps
+from controller.spec import CCLAB_ALGOS
 from hosts.tcpinfo import TcpInfoSampler, TcpSample
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,10 @@ class Monitor:
         self.on_update = on_update
         self.duration_s = duration_s
         self.ccstate = ccstate
+        # cclab algorithms without an export map run as modules: their state comes with tcp_info
+        self._module_algos = {
+            f.algo for f in flows if f.algo in CCLAB_ALGOS and (ccstate is None or not ccstate.maps.get(f.algo))
+        }
         self.series = Series()
         self.error: BaseException | None = None
         self.cpu_busy_fraction: float | None = None
@@ -220,6 +225,18 @@ class Monitor:
                 if s.dport != flow.key.dport:
                     continue
                 view.cwnd_pkts, view.srtt_us = s.cwnd_pkts, s.srtt_us
+                if flow.algo in self._module_algos and s.cc_bwe_bps is not None:
+                    self.series.ccstate.append(
+                        {
+                            "t_s": t,
+                            "flow": flow.id,
+                            "algo": flow.algo,
+                            "bwe_bps": s.cc_bwe_bps,
+                            "rtt_min_us": s.cc_rtt_min_us,
+                            "cwnd_pkts": s.cwnd_pkts,
+                            "ssthresh_pkts": s.ssthresh_pkts,
+                        }
+                    )
                 self.series.tcpinfo.append(
                     {
                         "t_s": t,

@@ -22,6 +22,7 @@ NLM_F_DUMP = 0x300
 NLMSG_ERROR = 2
 NLMSG_DONE = 3
 INET_DIAG_INFO = 2
+INET_DIAG_VEGASINFO = 3
 INET_DIAG_CONG = 4
 CLONE_NEWNET = 0x40000000
 TCP_ESTABLISHED_ANY = 0xFFF  # every TCP state but LISTEN/CLOSE matter; filter below
@@ -56,6 +57,9 @@ class TcpSample:
     pacing_rate_Bps: int
     algo: str
     src: str = ""
+    cc_bwe_bps: int | None = None
+    """The algorithm's bandwidth estimate where its module reports one (vegas-style get_info)."""
+    cc_rtt_min_us: int | None = None
 
 
 def parse_tcp_info(raw: bytes) -> dict[str, int]:
@@ -121,7 +125,7 @@ class TcpInfoSampler:
 
     def _request(self) -> bytes:
         self.seq += 1
-        ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_CONG - 1))
+        ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_CONG - 1)) | (1 << (INET_DIAG_VEGASINFO - 1))
         body = _REQ.pack(socket.AF_INET, socket.IPPROTO_TCP, ext, 0, TCP_ESTABLISHED_ANY)
         body += _SOCKID.pack(0, 0, b"", b"", 0, b"\xff" * 8)
         return _NLMSG.pack(_NLMSG.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0) + body
@@ -154,6 +158,7 @@ class TcpInfoSampler:
         if sports is not None and sport not in sports:
             return None
         info: dict[str, int] | None = None
+        vegas: tuple[int, ...] = ()
         algo = ""
         off = 4 + _SOCKID.size + 20  # expires, rqueue, wqueue, uid, inode
         while off + _RTA.size <= len(msg):
@@ -165,6 +170,8 @@ class TcpInfoSampler:
                 info = parse_tcp_info(payload)
             elif atype == INET_DIAG_CONG:
                 algo = payload.split(b"\0", 1)[0].decode()
+            elif atype == INET_DIAG_VEGASINFO and len(payload) >= 16:
+                vegas = struct.unpack_from("=4I", payload)  # enabled, rttcnt, rtt, minrtt
             off += (alen + 3) & ~3
         if info is None:
             return None
@@ -186,4 +193,7 @@ class TcpInfoSampler:
             pacing_rate_Bps=info["pacing_rate"],
             algo=algo,
             src=socket.inet_ntoa(src[:4]),
+            # cclab's modules put the estimate in kbit/s where vegas has its RTT count
+            cc_bwe_bps=vegas[1] * 1000 if vegas and vegas[0] else None,
+            cc_rtt_min_us=vegas[3] if vegas and vegas[0] else None,
         )

@@ -5,6 +5,9 @@
 #
 #   sudo vm/provision.sh            # what `make demo` and `make test` need
 #   sudo vm/provision.sh --kmod     # also kernel headers to build the .ko modules
+#   vm/provision.sh --guest         # the qemu lab VM's root (run in its chroot by
+#                                   # vm/build-image.sh): what runs experiments,
+#                                   # no compilers; the Python deps from Debian
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
@@ -13,25 +16,57 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 
-packages=(
+# What runs an experiment.
+runtime=(
 	bridge-utils
-	clang
 	ethtool
-	gcc
-	gcc-multilib
 	iperf3
 	iproute2
 	iputils-ping
-	libbpf-dev
-	llvm
-	make
 	mininet
 	net-tools
 	python3
-	python3-pip
 	python3-venv
 	util-linux
 )
+# What builds cclab (BPF objects, modules, the harness) and its venv.
+build=(
+	clang
+	gcc
+	gcc-multilib
+	libbpf-dev
+	llvm
+	make
+	python3-pip
+)
+# The lab VM has no PyPI: cclab's Python dependencies come from Debian, and
+# it runs Mininet's clean-up tools and modprobe itself (no systemd there).
+guest=(
+	kmod
+	procps
+	psmisc
+	python3-matplotlib
+	python3-pytest
+	python3-rich
+)
+
+kmod=0
+role=host
+for arg in "$@"; do
+	case "$arg" in
+	--kmod) kmod=1 ;;
+	--guest) role=guest ;;
+	*)
+		echo "vm/provision.sh: unknown option $arg (use --kmod, --guest)" >&2
+		exit 2
+		;;
+	esac
+done
+if [ "$role" = guest ]; then
+	packages=("${runtime[@]}" "${guest[@]}")
+else
+	packages=("${runtime[@]}" "${build[@]}")
+fi
 
 # bpftool: its own package on Debian; part of linux-tools on older Ubuntu.
 if apt-cache show bpftool >/dev/null 2>&1; then
@@ -39,7 +74,7 @@ if apt-cache show bpftool >/dev/null 2>&1; then
 else
 	packages+=(linux-tools-common "linux-tools-$(uname -r)")
 fi
-if [ "${1:-}" = "--kmod" ]; then
+if [ "$kmod" = 1 ]; then
 	if apt-cache show linux-headers-amd64 >/dev/null 2>&1; then
 		packages+=(linux-headers-amd64 dkms)
 	else
@@ -57,5 +92,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The BPF filesystem, where cclab pins its data-plane objects.
-mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+# The BPF filesystem, where cclab pins its data-plane objects (the lab VM's
+# init mounts its own at boot; its chroot has no /sys to mount it on).
+if [ "$role" = host ]; then
+	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+fi

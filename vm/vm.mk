@@ -1,0 +1,31 @@
+# The qemu lab VM (Debian 12's stock kernel: netem, loadable modules), for
+# kernels that have neither.  Included by the top Makefile.
+#
+#   make vm         build the image unless cached (/var/cache/cclab/vm/<inputs' hash>)
+#   make vm-test    the VM test tier: our .ko modules, in-tree baselines, a netem run
+#   make vm-bench   TCP throughput through the VM's emulated bottleneck (KVM, TCG)
+#   make vm-clean   remove the images, the .deb cache and the VM logs
+#
+# Run a command in it: /usr/bin/python3 -m controller.vm run -- uname -r
+
+VM_PY        := $(SYSTEM_PYTHON) -m controller.vm
+VM_CACHE     ?= /var/cache/cclab/vm
+VM_TEST_ARGS ?=
+
+.PHONY: vm vm-tools vm-test vm-bench vm-clean
+
+vm-tools:
+	$(Q)vm/install-host-tools.sh
+
+vm: vm-tools
+	$(Q)CCLAB_VM_CACHE=$(VM_CACHE) $(VM_PY) build
+
+vm-test: vm venv build
+	$(Q)$(MAKE) --no-print-directory -C hosts/cc kmod
+	$(Q)CCLAB_VM_CACHE=$(VM_CACHE) $(PY) -m pytest -p no:cacheprovider -v -s -rA tests/test_vm.py $(VM_TEST_ARGS)
+
+vm-bench: vm build
+	$(Q)CCLAB_VM_CACHE=$(VM_CACHE) $(VM_PY) bench
+
+vm-clean:
+	rm -rf $(VM_CACHE) /run/cclab/vm /run/cclab/vm-accel.json

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import cc
+from controller import cc, system
 from controller.ccstate import CcStateReader
 from hosts.tcpinfo import TcpInfoSampler
 
@@ -80,6 +80,11 @@ def test_two_subflows_share_one_coupling_state(two_paths: None) -> None:
             stdout=subprocess.PIPE,
             text=True,
         )  # fmt: skip
+        # `ip netns exec` enters the namespace after the fork: wait for that before sampling it
+        deadline = time.monotonic() + 5
+        while system.netns_inode(client.pid) == system.netns_inode():
+            assert time.monotonic() < deadline, "the client never entered its namespace"
+            time.sleep(0.01)
         sampler = TcpInfoSampler(client.pid)
         try:
             acked: dict[str, int] = {}

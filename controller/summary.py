@@ -46,12 +46,23 @@ class Check:
 
 
 def _window_rate(series: Series, start_s: float, end_s: float) -> tuple[float | None, float]:
-    """Mean link rate over polls in [start_s, end_s]; and the share of them with a backlog."""
-    rows = [r for r in series.link if start_s < r["t_s"] <= end_s + 1e-6]
-    if len(rows) < 2:
+    """Link rate over the polls in [start_s, end_s], time-weighted (bytes / seconds); and the share of polls
+    that found a backlog.  Weighting by each interval's length keeps one late poll (and the short interval
+    after it) from skewing the mean."""
+    bits = secs = 0.0
+    busy = n = 0
+    prev_t = 0.0
+    for r in series.link:
+        t = r["t_s"]
+        if start_s < t <= end_s + 1e-6:
+            bits += r["link_bps"] * (t - prev_t)
+            secs += t - prev_t
+            busy += r["backlog_pkts"] > 0
+            n += 1
+        prev_t = t
+    if n < 2 or secs <= 0:
         return None, 0.0
-    busy = sum(1 for r in rows if r["backlog_pkts"] > 0) / len(rows)
-    return sum(r["link_bps"] for r in rows) / len(rows), busy
+    return bits / secs, busy / n
 
 
 def build(

@@ -2,7 +2,8 @@
 #
 #   make deps     distribution packages (vm/provision.sh)
 #   make venv     .venv with cclab installed (sees the distribution's Mininet)
-#   make build    the kernel data plane (BPF) and hosts/cc (algorithms, harness)
+#   make build    the kernel data plane (BPF), hosts/cc (algorithms, harness), and
+#                 the BMv2 program into build/p4/ when p4c-bm2-ss is on PATH
 #   make demo     deps + venv + build, then run experiments/demo.toml
 #   make test     deps + venv + build, then the whole test suite
 #   make bench    benchmarks (figures, not pass/fail)
@@ -12,6 +13,7 @@
 
 CLANG   ?= clang
 BPFTOOL ?= bpftool
+P4C_BM2 ?= p4c-bm2-ss
 # Mininet comes from the distribution: use the system interpreter on purpose
 # (on some machines `python3` on PATH is another build that cannot see it).
 SYSTEM_PYTHON ?= /usr/bin/python3
@@ -31,7 +33,7 @@ Q := @
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all deps venv build demo test bench lint clean
+.PHONY: all deps venv build p4 demo test bench lint clean
 
 all: build
 
@@ -54,7 +56,23 @@ $(BUILD)/bottleneck.bpf.o: p4/ebpf/bottleneck.bpf.c p4/ebpf/bottleneck.h $(BUILD
 	$(Q)$(CLANG) -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
 		-I$(BUILD) -Ip4/ebpf -c $< -o $@
 
-build: $(BUILD)/bottleneck.bpf.o
+# The BMv2 program, when p4c is installed (P4 is optional: the kernel target
+# needs none of it; `cclab check` says what a bmv2 spec is missing).
+P4_SRC := p4/v1model/bottleneck.p4 $(wildcard p4/common/*.p4)
+P4_OUT := $(BUILD)/p4/bottleneck.json $(BUILD)/p4/bottleneck.p4info.txtpb
+HAVE_P4C := $(shell command -v $(P4C_BM2) 2>/dev/null)
+
+$(BUILD)/p4/bottleneck.json: $(P4_SRC)
+	@printf '  %-8s %s\n' P4C $@
+	$(Q)mkdir -p $(BUILD)/p4
+	$(Q)$(P4C_BM2) --std p4-16 --Werror --p4runtime-files $(BUILD)/p4/bottleneck.p4info.txtpb \
+		-o $@ p4/v1model/bottleneck.p4
+
+$(BUILD)/p4/bottleneck.p4info.txtpb: $(BUILD)/p4/bottleneck.json
+
+p4: $(if $(HAVE_P4C),$(P4_OUT))
+
+build: $(BUILD)/bottleneck.bpf.o p4
 	$(Q)$(MAKE) --no-print-directory -C hosts/cc
 
 demo: deps venv build
@@ -72,6 +90,7 @@ bench: deps venv build
 lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet
 	$(VENV)/bin/mypy controller hosts
+	$(VENV)/bin/mypy --follow-imports=silent mininet/p4switch.py
 
 clean:
 	rm -rf $(BUILD)

@@ -1,8 +1,9 @@
 """`cclab clean`: remove what a crashed run left behind, like `mn -c`.
 
 It removes Mininet host shells (and with them their namespaces and the
-processes inside), iperf3 processes, the dumbbell's switch bridges and veth
-ports, cclab's pinned BPF objects, and cclab's registered algorithms.  It
+processes inside), iperf3 processes, cclab's BMv2 switches (and their
+sockets and pidfiles under /run/cclab), the dumbbell's switch bridges and
+veth ports, cclab's pinned BPF objects, and cclab's registered algorithms.  It
 never touches a network device or process that cclab's naming does not match.
 """
 
@@ -45,6 +46,9 @@ def _is_ours(argv: list[str]) -> bool:
     exe = os.path.basename(argv[0])
     if exe == "iperf3":
         return True
+    # BMv2 switches of mininet/p4switch.py: P4Runtime on a socket under /run/cclab
+    if exe == "simple_switch_grpc" and any(a.startswith(f"unix:{system.RUN_STATE}/bmv2-") for a in argv):
+        return True
     # Mininet host shells: `bash --norc --noediting -is mininet:h1`
     return exe == "bash" and any(a.startswith("mininet:") for a in argv)
 
@@ -80,6 +84,10 @@ def clean() -> list[str]:
     system.require_root()
     done = kill_processes()
     done += remove_links()
+    for f in sorted(system.RUN_STATE.glob("bmv2-*")) if system.RUN_STATE.exists() else []:
+        if f.suffix in (".sock", ".pid"):
+            f.unlink(missing_ok=True)
+            done.append(f"file {f}")
     if system.PIN_ROOT.exists():
         for d in sorted(system.PIN_ROOT.iterdir()):
             done.append(f"bpf pins {d}")

@@ -89,6 +89,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     s = spec.load(Path(args.spec))
     out.print(f"{args.spec}: ok ({len(s.flows)} flows, algorithms {', '.join(s.algos)})")
+    missing = runner.dataplane_missing(s.dataplane)
+    if missing:  # valid, but this machine cannot run it: say what is missing (one plain line)
+        print(f"cclab: dataplane = {s.dataplane!r} cannot run here: {missing}", file=sys.stderr)
     return 0
 
 
@@ -112,21 +115,25 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         err.print(f"bench dataplane: {msg}", highlight=False)
 
-    res = bench.dataplane(duration_s=args.duration, flows=args.flows, shaper=args.shaper, progress=progress)
+    res = bench.dataplane(
+        duration_s=args.duration, flows=args.flows, shaper=args.shaper, progress=progress, target=args.target
+    )
     if args.json:
         print(json.dumps(res))
         return 0
-    for p in res["points"]:
-        ach, e, cpu = p["achieved_bps"], p["error"], p["cpu_busy"]
+    for r in res.get("targets", [res]):
+        out.print(f"{r['target']} ({r['shaper']}):")
+        for p in r["points"]:
+            ach, e, cpu = p["achieved_bps"], p["error"], p["cpu_busy"]
+            out.print(
+                f"  {p['rate_bps'] / 1e6:8.0f} Mbit/s -> {'-' if ach is None else f'{ach / 1e6:8.1f}'} Mbit/s "
+                f"(error {'-' if e is None else f'{e:.2%}'}, CPU busy {'-' if cpu is None else f'{cpu:.0%}'})"
+            )
+        m, c = r["max_accurate_rate_bps"], r["ceiling_bps"]
         out.print(
-            f"  {p['rate_bps'] / 1e6:8.0f} Mbit/s -> {'-' if ach is None else f'{ach / 1e6:8.1f}'} Mbit/s "
-            f"(error {'-' if e is None else f'{e:.2%}'}, CPU busy {'-' if cpu is None else f'{cpu:.0%}'})"
+            f"{r['target']}: max accurate rate (<= 2 % error): {'-' if m is None else f'{m / 1e6:g} Mbit/s'}; "
+            f"unshaped ceiling of the same path: {'-' if c is None else f'{c / 1e6:.0f} Mbit/s'}"
         )
-    m, c = res["max_accurate_rate_bps"], res["ceiling_bps"]
-    out.print(
-        f"max accurate rate (<= 2 % error): {'-' if m is None else f'{m / 1e6:g} Mbit/s'}; "
-        f"unshaped ceiling of the same path: {'-' if c is None else f'{c / 1e6:.0f} Mbit/s'}"
-    )
     return 0
 
 
@@ -236,7 +243,13 @@ def parser() -> argparse.ArgumentParser:
     bd.add_argument("--json", action="store_true", help="print one JSON line")
     bd.add_argument("--duration", type=float, default=6.0, help="seconds per point (default 6)")
     bd.add_argument("--flows", type=int, default=4, help="saturating cubic flows (default 4)")
-    bd.add_argument("--shaper", choices=spec.SHAPERS, default="htb", help="rate limiter (default htb)")
+    bd.add_argument("--shaper", choices=spec.SHAPERS, default="htb", help="kernel rate limiter (default htb)")
+    bd.add_argument(
+        "--target",
+        choices=(*bench.TARGETS, "all"),
+        default="kernel",
+        help="data plane to measure; all: each in one run, one JSON (default kernel)",
+    )
     bd.set_defaults(func=_cmd_bench)
 
     bc = bsub.add_parser("cc", help="each cclab algorithm's loopback throughput beside built-in reno")

@@ -23,15 +23,22 @@ from typing import Any
 from controller import cc, results, summary, system
 from controller.ccstate import CcStateReader
 from controller.dataplane import DataPlaneError, FlowKey
+from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.monitor import LiveState, Monitor, MonitoredFlow
 from controller.spec import Spec
 from hosts.tcpinfo import TcpInfoSampler
-from hosts.traffic import IperfFlow, TrafficError
+from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, TrafficError
 
 log = logging.getLogger(__name__)
 
 TOPOLOGY_FILE = system.REPO / "mininet" / "dumbbell.py"
+P4SWITCH_FILE = system.REPO / "mininet" / "p4switch.py"
+P4_BUILD = system.BUILD / "p4"
+P4_JSON = P4_BUILD / "bottleneck.json"
+P4_INFO = P4_BUILD / "bottleneck.p4info.txtpb"
+#: what the bmv2 target needs on PATH
+BMV2_TOOLS = ("simple_switch_grpc", "simple_switch_CLI")
 LOCK = system.RUN_STATE / "lock"
 #: seconds a flow may run past its schedule before it is stopped
 GRACE_S = 10.0
@@ -66,12 +73,48 @@ class Outcome:
     summary: dict[str, Any]
 
 
-def load_topology_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cclab_topo_dumbbell", TOPOLOGY_FILE)
+def _load_by_path(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_topology_module() -> ModuleType:
+    return _load_by_path("cclab_topo_dumbbell", TOPOLOGY_FILE)
+
+
+def load_p4switch_module() -> ModuleType:
+    """mininet/p4switch.py (the BMv2 node), loaded by path like the topology."""
+    return _load_by_path("cclab_node_p4switch", P4SWITCH_FILE)
+
+
+def dataplane_missing(dataplane: str) -> str | None:
+    """What this machine lacks to run `dataplane`, in one line with the fix; None when nothing is missing."""
+    import shutil
+
+    if dataplane == "tofino":
+        return (
+            "the tofino target needs Intel's P4 Studio SDE (bf_switchd, bfrt_grpc) and a Tofino switch; "
+            "p4/tna/bottleneck.p4 and controller/dataplane/tofino.py are not run by `cclab run`"
+        )
+    if dataplane != "bmv2":
+        return None
+    missing = [t for t in BMV2_TOOLS if shutil.which(t) is None]
+    if not (P4_JSON.exists() and P4_INFO.exists()):
+        no_p4c = shutil.which("p4c-bm2-ss") is None
+        missing.append(f"{P4_JSON.relative_to(system.REPO)} ({'p4c-bm2-ss not on PATH' if no_p4c else 'not built'})")
+    try:
+        import finsy.proto  # noqa: F401
+    except ImportError:
+        return "the finsy package (P4Runtime) is not installed in this Python; run `make venv`"
+    if not missing:
+        return None
+    return (
+        f"missing {', '.join(missing)}; install p4c and BMv2 with PI (the p4lang packages, README: P4 targets) "
+        "so they are on PATH, then `make build`"
+    )
 
 
 def sender_ip(name: str) -> str:
@@ -82,18 +125,27 @@ def receiver_ip(name: str) -> str:
     return f"10.0.2.{int(name[1:])}"
 
 
+#: every receiver is behind the bottleneck
+RECEIVER_PREFIX = "10.0.2.0/24"
+
+
 # --- checks before anything is built -------------------------------------------
 
 
 def preflight(spec: Spec, opts: RunOptions) -> tuple[bool, list[str]]:
     """Raise RunError for what cannot run; return (use_delay, notes)."""
     notes: list[str] = []
-    if spec.dataplane != "kernel":
-        raise RunError(
-            f'dataplane = {spec.dataplane!r} is not available in this build of cclab yet; use dataplane = "kernel"'
-        )
+    missing = dataplane_missing(spec.dataplane)
+    if missing:
+        raise RunError(f"dataplane = {spec.dataplane!r} cannot run here: {missing}")
     system.require_root()
-    system.require_tools("tc", "bpftool", "iperf3", "ethtool", "brctl", "unshare")
+    if spec.dataplane == "kernel":
+        system.require_tools("tc", "bpftool", "iperf3", "ethtool", "brctl", "unshare")
+    else:
+        system.require_tools("tc", "iperf3", "ethtool", "brctl", "unshare", "ss")
+    if spec.dataplane == "bmv2":
+        if spec.bottleneck.gilbert_elliott is not None:
+            raise RunError("bottleneck.gilbert_elliott is not in the BMv2 program yet; use i.i.d. `per` on bmv2")
     try:
         import mininet.net  # noqa: F401
     except ImportError:
@@ -183,6 +235,18 @@ def socket_buffer_bytes(spec: Spec) -> int:
     return max(4 << 20, int(4 * bdp))
 
 
+def bmv2_routes(net: Any, switch: Any, bottleneck_intf: Any, pairs: int) -> tuple[Route, ...]:
+    """ipv4_forward entries of the dumbbell's BMv2 switch: each sender on its port, receivers over the bottleneck."""
+    routes = []
+    for i in range(1, pairs + 1):
+        host = net.get(f"h{i}")
+        link = net.linksBetween(switch, host)[0]
+        intf = link.intf1 if link.intf1.node is switch else link.intf2
+        routes.append(Route(f"{sender_ip(host.name)}/32", switch.ports[intf]))
+    routes.append(Route(RECEIVER_PREFIX, switch.ports[bottleneck_intf], bottleneck=True))
+    return tuple(routes)
+
+
 @dataclass
 class _Experiment:
     spec: Spec
@@ -193,7 +257,7 @@ class _Experiment:
     teardowns: list[Callable[[], None]] = field(default_factory=list)
     flows: list[IperfFlow] = field(default_factory=list)
     monitored: list[MonitoredFlow] = field(default_factory=list)
-    dp: KernelBottleneck | None = None
+    dp: KernelBottleneck | Bmv2Bottleneck | None = None
     monitor: Monitor | None = None
     rate_now: float = 0.0
     ccstate_columns: list[str] = field(default_factory=list)
@@ -204,15 +268,19 @@ class _Experiment:
 
         setLogLevel("error")
         mod = load_topology_module()
-        net = Mininet(
-            mod.Dumbbell(pairs=self.spec.topology.pairs),
-            switch=mod.CclabBridge,
-            host=mod.CclabHost,
-            controller=None,
-            autoSetMacs=True,
-        )
+        topo = mod.Dumbbell(pairs=self.spec.topology.pairs)
+        node = load_p4switch_module() if self.spec.dataplane == "bmv2" else None
+        if node is not None:
+            # s1 (the rate limiter's side) is the BMv2 switch; s2 stays a Linux bridge.
+            info = dict(topo.nodeInfo("s1"))
+            info.update(cls=node.Bmv2Switch, json_path=P4_JSON, p4info_path=P4_INFO, log_dir=self.run_dir)
+            topo.setNodeInfo("s1", info)
+        net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
         self.teardowns.append(net.stop)
         net.start()
+        if node is not None:
+            net.staticArp()  # the P4 program forwards IPv4 only
+            node.checksum_offload_off(net.hosts)
         bufs = socket_buffer_bytes(self.spec)
         for h in net.hosts:
             for name, value in (
@@ -229,13 +297,30 @@ class _Experiment:
         link = net.linksBetween(a_sw, b_sw)[0]
         a, b = (link.intf1, link.intf2) if link.intf1.node is a_sw else (link.intf2, link.intf1)
         fwd = tuple(str(i) for i in b_sw.intfList() if str(i) not in (str(b), "lo"))
-        dp = KernelBottleneck(
-            run_id=self.run_dir.name,
-            egress_dev=str(a),
-            ingress_dev=str(b),
-            fwd_delay_devs=fwd,
-            rev_delay_devs=(str(b),),
-        )
+        dp: KernelBottleneck | Bmv2Bottleneck
+        if self.spec.dataplane == "bmv2":
+            dp = Bmv2Bottleneck(
+                run_id=self.run_dir.name,
+                switch=a_sw,
+                bottleneck_port=a_sw.ports[a],
+                egress_dev=str(a),
+                ingress_dev=str(b),
+                routes=bmv2_routes(net, a_sw, a, self.spec.topology.pairs),
+                flows=tuple(
+                    FlowKey(sender_ip(f.src), receiver_ip(f.dst), CLIENT_PORT_BASE + i, SERVER_PORT_BASE + i, 6)
+                    for i, f in enumerate(self.spec.flows, 1)
+                ),
+                fwd_delay_devs=fwd,
+                rev_delay_devs=(str(b),),
+            )
+        else:
+            dp = KernelBottleneck(
+                run_id=self.run_dir.name,
+                egress_dev=str(a),
+                ingress_dev=str(b),
+                fwd_delay_devs=fwd,
+                rev_delay_devs=(str(b),),
+            )
         self.teardowns.append(dp.teardown)
         params = link_params(self.spec)
         dp.setup(params, seed=self.spec.seed, use_delay=self.use_delay)
@@ -330,6 +415,8 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     "bottleneck_devices": [ex.dp.egress_dev, ex.dp.ingress_dev],
                     "netem": use_delay,
                 }
+                if isinstance(ex.dp, Bmv2Bottleneck):
+                    extra["bmv2"] = ex.dp.describe()
                 results.write_json(run_dir / "manifest.json", results.manifest(spec, extra))
                 ex.start_servers(net)
                 reader = CcStateReader(spec.algos)
@@ -346,6 +433,8 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     reader if reader.maps else None,
                 )
                 ex.traffic(net)
+                if isinstance(ex.dp, Bmv2Bottleneck) and not ex.dp.wait_drained():
+                    notes.append("bmv2: the queue did not drain after the flows ended; queue drops may be short")
                 complete = True
         except Interrupted as exc:
             reason = f"interrupted ({exc})"

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from controller import bench, cc, clean, runner, spec, system
+from controller import bench, cc, clean, runner, spec, system, vm
 from controller.dataplane import DataPlaneError
 from controller.live import final_table, render
 from controller.monitor import LiveState
@@ -28,6 +28,7 @@ EXPECTED = (
     DataPlaneError,
     TrafficError,
     system.SystemError_,
+    vm.VmError,
 )
 
 err = Console(stderr=True)
@@ -36,6 +37,13 @@ out = Console()
 
 def _cmd_run(args: argparse.Namespace) -> int:
     s = spec.load(Path(args.spec))
+    if args.vm:
+        # the guest runs the same command; its output comes back on this terminal
+        flags = (("--allow-no-delay", args.allow_no_delay), ("--no-plots", args.no_plots), ("--json", args.json))
+        extra = [f for f, on in flags if on]
+        if args.results:
+            extra += ["--results", str(Path(args.results).resolve())]
+        return vm.run_spec_in_vm(Path(args.spec), extra)
     title = f"{s.name}: {s.topology.kind} x{s.topology.pairs}, {s.bottleneck.rate_mbps:g} Mbit/s, {s.dataplane}"
     live = (
         Live(
@@ -214,6 +222,11 @@ def parser() -> argparse.ArgumentParser:
         "--allow-no-delay",
         action="store_true",
         help="on a kernel without netem, run a spec with delay anyway (recorded in fidelity notes)",
+    )
+    r.add_argument(
+        "--vm",
+        action="store_true",
+        help="run it in the qemu lab VM (Debian's stock kernel: netem, .ko modules); `make vm` builds the image",
     )
     r.add_argument("--results", metavar="DIR", help="results root (default: results/ in the repository)")
     r.add_argument("--no-live", action="store_true", help="no live table (for logs and scripts)")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from controller import vm
-from tests.conftest import REPO
+from tests.conftest import CCLAB, REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -130,25 +130,31 @@ def test_netem_run_measures_80ms_rtt_and_lands_on_host(guest: tuple[vm.VmResult,
     assert summ["bottleneck"]["delay_applied"] is True and summ["complete"] is True
 
 
-def test_run_spec_in_vm_writes_results_on_host() -> None:
+def test_cclab_run_vm_demo_lands_complete_on_host_with_delay() -> None:
+    """`cclab run --vm experiments/demo.toml`: a complete summary.json on the host, delay applied (netem)."""
     why = _missing()
     if why:
         pytest.skip(why)
-    results = OUT / "results-spec"
+    results = OUT / "results-demo"
     results.mkdir(parents=True, exist_ok=True)
     before = set(results.iterdir())
-    got: list[bytes] = []
-    rc = vm.run_spec_in_vm(SPEC, ["--results", str(results), "--no-plots"], echo=got.append)
-    out = b"".join(got).decode(errors="replace")
-    assert rc == 0, f"cclab run in the VM: exit {rc}:\n{out[-2000:]}"
+    proc = subprocess.run(
+        [*CCLAB, "run", "--vm", "experiments/demo.toml", "--results", str(results), "--no-plots"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"cclab run --vm: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
     new = sorted(set(results.iterdir()) - before)
     assert len(new) == 1, f"expected one new run directory in {results}, got {new}"
     summ = json.loads((new[0] / "summary.json").read_text())
     assert summ["complete"] is True and summ["bottleneck"]["delay_applied"] is True
-    assert summ["spec"] == str(SPEC)
+    assert not [n for n in summ["fidelity"]["notes"] if "delay" in n], summ["fidelity"]["notes"]
+    want = 2 * summ["bottleneck"]["delay_ms"]
     rtt = summ["fidelity"]["checks"]["base_rtt_ms"]["value"]
-    assert abs(rtt - WANT_RTT_MS) <= RTT_TOL_MS, f"base RTT {rtt} ms, spec {WANT_RTT_MS:g}"
-    assert "fidelity" in out, f"the run's report did not reach the host's terminal:\n{out[-1000:]}"
+    assert abs(rtt - want) <= RTT_TOL_MS, f"base RTT {rtt} ms, spec {want:g}"
+    assert "fidelity" in proc.stdout, f"the run's report did not reach the host's terminal:\n{proc.stdout[-1000:]}"
 
 
 def test_exit_status_and_output_come_back() -> None:

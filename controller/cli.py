@@ -153,9 +153,16 @@ def _cmd_bench_cc(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(res))
         return 0
-    out.print(f"  {'reno (built-in)':20} {res['reno_bps'] / 1e9:7.2f} Gbit/s")
+
+    def spread(runs: list[float]) -> str:
+        return f"runs {min(runs) / 1e9:.1f}-{max(runs) / 1e9:.1f}"
+
+    out.print(f"  {'reno (built-in)':20} {res['reno_bps'] / 1e9:7.2f} Gbit/s  {'':14} {spread(res['reno_runs_bps'])}")
     for name, r in res["algos"].items():
-        out.print(f"  {name + ' (eBPF)':20} {r['median_bps'] / 1e9:7.2f} Gbit/s  {r['ratio_to_reno']:.1%} of reno")
+        out.print(
+            f"  {name + ' (eBPF)':20} {r['median_bps'] / 1e9:7.2f} Gbit/s  {r['ratio_to_reno']:6.1%} of reno  "
+            f"{spread(r['runs_bps'])}, retransmits {sum(r['retransmits']) / len(r['retransmits']):.0f}/run"
+        )
     out.print(f"loopback, medians of {res['repeats']} interleaved runs of {res['seconds']:g} s")
     return 0
 
@@ -268,7 +275,7 @@ def parser() -> argparse.ArgumentParser:
     bc = bsub.add_parser("cc", help="each cclab algorithm's loopback throughput beside built-in reno")
     bc.add_argument("--json", action="store_true", help="print one JSON line")
     bc.add_argument("--seconds", type=float, default=3.0, help="seconds per run (default 3)")
-    bc.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
+    bc.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     bc.set_defaults(func=_cmd_bench_cc)
 
     bs = bsub.add_parser("setup", help="seconds to set up and tear down a dumbbell with its bottleneck")

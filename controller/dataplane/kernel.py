@@ -192,36 +192,9 @@ class KernelBottleneck:
 
     def _attach(self) -> None:
         progs = self._pin / "progs"
-        self._tc(
-            "filter",
-            "replace",
-            "dev",
-            self.egress_dev,
-            "egress",
-            "pref",
-            "1",
-            "handle",
-            "1",
-            "bpf",
-            "direct-action",
-            "object-pinned",
-            str(progs / "bn_enqueue"),
-        )
-        self._tc(
-            "filter",
-            "replace",
-            "dev",
-            self.ingress_dev,
-            "ingress",
-            "pref",
-            "1",
-            "handle",
-            "1",
-            "bpf",
-            "direct-action",
-            "object-pinned",
-            str(progs / "bn_link"),
-        )
+        for dev, hook, prog in ((self.egress_dev, "egress", "bn_enqueue"), (self.ingress_dev, "ingress", "bn_link")):
+            self._tc("filter", "replace", "dev", dev, hook, "pref", "1", "handle", "1",
+                     "bpf", "direct-action", "object-pinned", str(progs / prog))  # fmt: skip
 
     # --- while running -----------------------------------------------------
 

@@ -69,13 +69,8 @@ void BPF_PROG(btbe_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	u32 cwnd;
 
-	if (!cc_cwnd_limited(sk))
+	if (!cc_slow_start(sk, &acked))
 		return;
-	if (cc_in_slow_start(tp)) {
-		acked = tcp_slow_start(tp, acked);
-		if (!acked)
-			return;
-	}
 	cwnd = tp->snd_cwnd;
 	btbe_increase(cc_priv(sk), &cwnd, acked);
 	tp->snd_cwnd = CC_MIN(cwnd, tp->snd_cwnd_clamp);

@@ -67,6 +67,26 @@ static __always_inline bool cc_cwnd_limited(const struct sock *sk)
 	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
 }
 
+/*
+ * The start of cong_avoid that btbe, logwestwood and mptcpw share: nothing
+ * when the window is not the limit, Reno slow start below ssthresh.  False
+ * when nothing is left to do; else *acked is what the algorithm's own
+ * increase gets.
+ */
+static __always_inline bool cc_slow_start(struct sock *sk, u32 *acked)
+{
+	struct tcp_sock *tp = cc_tcp_sk(sk);
+
+	if (!cc_cwnd_limited(sk))
+		return false;
+	if (cc_in_slow_start(tp)) {
+		*acked = tcp_slow_start(tp, *acked);
+		if (!*acked)
+			return false;
+	}
+	return true;
+}
+
 /* One export map per shell, named st_<algo> (contract: cc_export.h). */
 #define CC_EXPORT_MAP(algo)						\
 	struct {							\

@@ -171,13 +171,8 @@ void BPF_PROG(mptcpw_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 	}
 	p->m.delta = delta;
 	mptcpw_export(sk, p, c, false);
-	if (!cc_cwnd_limited(sk))
+	if (!cc_slow_start(sk, &acked))
 		return;
-	if (cc_in_slow_start(tp)) {
-		acked = tcp_slow_start(tp, acked);
-		if (!acked)
-			return;
-	}
 	cwnd = tp->snd_cwnd;
 	mptcpw_increase(&p->m, &cwnd, acked, delta);
 	tp->snd_cwnd = CC_MIN(cwnd, tp->snd_cwnd_clamp);

@@ -23,6 +23,26 @@ static inline u32 cc_now_us(const struct sock *sk)
 }
 
 /*
+ * The start of cong_avoid that btbe, logwestwood and mptcpw share: nothing
+ * when the window is not the limit, Reno slow start below ssthresh.  False
+ * when nothing is left to do; else *acked is what the algorithm's own
+ * increase gets.
+ */
+static inline bool cc_slow_start(struct sock *sk, u32 *acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	if (!tcp_is_cwnd_limited(sk))
+		return false;
+	if (tcp_in_slow_start(tp)) {
+		*acked = tcp_slow_start(tp, *acked);
+		if (!*acked)
+			return false;
+	}
+	return true;
+}
+
+/*
  * INET_DIAG_VEGASINFO, as tcp_westwood.c reports it: tcpv_rtt the latest
  * RTT (us), tcpv_minrtt RTTmin (us), tcpv_rttcnt the bandwidth estimate in
  * kbit/s (saturating), the one per-algorithm number ss can show.

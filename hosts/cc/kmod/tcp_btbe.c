@@ -48,13 +48,8 @@ static void btbe_cong_avoid(struct sock *sk, u32 ack, u32 acked)
 	struct tcp_sock *tp = tcp_sk(sk);
 	u32 cwnd;
 
-	if (!tcp_is_cwnd_limited(sk))
+	if (!cc_slow_start(sk, &acked))
 		return;
-	if (tcp_in_slow_start(tp)) {
-		acked = tcp_slow_start(tp, acked);
-		if (!acked)
-			return;
-	}
 	cwnd = tcp_snd_cwnd(tp);
 	btbe_increase(inet_csk_ca(sk), &cwnd, acked);
 	tcp_snd_cwnd_set(tp, min(cwnd, tp->snd_cwnd_clamp));

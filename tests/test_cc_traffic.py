@@ -3,8 +3,9 @@
 Each algorithm carries one iperf3 flow through a 50 Mbit/s path with random
 loss 1e-3 (the kernel data plane), and the runner records its exported state
 (ccstate.csv).  Checked: loss events happened; the bandwidth estimate tracks
-the flow's in-network rate; and after every loss the sender's ssthresh is
-max(2, floor(BWE * RTTmin / MSS)) (btbe: max(2, W_Bottleneck)).  On a kernel
+the flow's in-network rate; and after a loss the sender's ssthresh is
+max(2, floor(BWE * RTTmin / MSS)) (btbe: max(2, W_Bottleneck)), or higher
+where the stack undid a loss it found spurious.  On a kernel
 without netem RTTmin is tens of microseconds, so that rule sits at its floor
 of 2 here; the lab VM checks it with an 80 ms RTT.
 """
@@ -69,7 +70,7 @@ def test_lossy_path_estimate_and_ssthresh(algo: str, tmp_path: Path) -> None:
     assert lo <= ratio <= hi, f"BWE {bwe / 1e6:.2f} Mbit/s vs in-network {flow['throughput_bps'] / 1e6:.2f}"
 
     mss = int(next(csv.DictReader((out.run_dir / "cwnd.csv").open()))["mss"])
-    checked = 0
+    on_rule, raised = 0, []
     for r in rows:
         ssthresh = int(r["ssthresh_pkts"])
         if ssthresh >= INFINITE_SSTHRESH:
@@ -78,6 +79,13 @@ def test_lossy_path_estimate_and_ssthresh(algo: str, tmp_path: Path) -> None:
             want = max(2, int(r["w_bottleneck_pkts"]))
         else:
             want = max(2, int(r["bwe_bps"]) // 8 * int(r["rtt_min_us"]) // 1_000_000 // mss)
-        assert ssthresh == want, f"t = {r['t_s']}: ssthresh {ssthresh}, rule gives {want} ({r})"
-        checked += 1
+        if ssthresh == want:
+            on_rule += 1
+            continue
+        # The stack's undo of a loss it finds spurious (tcp_undo_cwnd_reduction) restores
+        # prior_ssthresh = max(ssthresh, 3/4 cwnd): it can raise ssthresh above the rule, never lower it.
+        assert ssthresh > want, f"t = {r['t_s']}: ssthresh {ssthresh} below the rule's {want} ({r})"
+        raised.append((r["t_s"], ssthresh, want))
+    checked = on_rule + len(raised)
     assert checked > 10, f"only {checked} samples after a loss"
+    assert on_rule >= 0.8 * checked, f"only {on_rule} of {checked} samples on the rule; raised: {raised}"

@@ -5,6 +5,8 @@
 #
 #   sudo vm/provision.sh            # what `make demo` and `make test` need
 #   sudo vm/provision.sh --kmod     # also kernel headers to build the .ko modules
+#   sudo vm/provision.sh --vm-host  # also what builds and boots the qemu lab VM
+#                                   # (`make vm` runs this)
 #   vm/provision.sh --guest         # the qemu lab VM's root (run in its chroot by
 #                                   # vm/build-image.sh): what runs experiments,
 #                                   # no compilers; the Python deps from Debian
@@ -49,15 +51,23 @@ guest=(
 	python3-pytest
 	python3-rich
 )
+# What builds and boots the qemu lab VM on the host.
+vm_host=(
+	debootstrap
+	e2fsprogs
+	qemu-system-x86
+)
 
 kmod=0
+vm=0
 role=host
 for arg in "$@"; do
 	case "$arg" in
 	--kmod) kmod=1 ;;
 	--guest) role=guest ;;
+	--vm-host) vm=1 ;;
 	*)
-		echo "vm/provision.sh: unknown option $arg (use --kmod, --guest)" >&2
+		echo "vm/provision.sh: unknown option $arg (use --kmod, --guest, --vm-host)" >&2
 		exit 2
 		;;
 	esac
@@ -66,6 +76,9 @@ if [ "$role" = guest ]; then
 	packages=("${runtime[@]}" "${guest[@]}")
 else
 	packages=("${runtime[@]}" "${build[@]}")
+fi
+if [ "$vm" = 1 ]; then
+	packages+=("${vm_host[@]}")
 fi
 
 # bpftool: its own package on Debian; part of linux-tools on older Ubuntu.

@@ -15,7 +15,7 @@ VM_TEST_ARGS ?=
 .PHONY: vm vm-tools vm-test vm-bench vm-clean
 
 vm-tools:
-	$(Q)vm/install-host-tools.sh
+	$(Q)vm/provision.sh --vm-host
 
 vm: vm-tools
 	$(Q)CCLAB_VM_CACHE=$(VM_CACHE) $(VM_PY) build

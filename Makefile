@@ -19,6 +19,13 @@ P4C_BM2 ?= p4c-bm2-ss
 SYSTEM_PYTHON ?= /usr/bin/python3
 VMLINUX_BTF   ?= /sys/kernel/btf/vmlinux
 PYTEST_ARGS   ?=
+# P4 tools installed under one prefix (the p4lang packages put them on PATH
+# already; a prefix install such as /opt/p4 is put on PATH here), so that
+# `make build` compiles the P4 program and `make test` runs the bmv2 tier.
+P4_PREFIX     ?= /opt/p4
+ifneq ($(wildcard $(P4_PREFIX)/bin/p4c-bm2-ss),)
+export PATH := $(P4_PREFIX)/bin:$(PATH)
+endif
 
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -60,7 +67,7 @@ $(BUILD)/bottleneck.bpf.o: p4/ebpf/bottleneck.bpf.c p4/ebpf/bottleneck.h $(BUILD
 # needs none of it; `cclab check` says what a bmv2 spec is missing).
 P4_SRC := p4/v1model/bottleneck.p4 $(wildcard p4/common/*.p4)
 P4_OUT := $(BUILD)/p4/bottleneck.json $(BUILD)/p4/bottleneck.p4info.txtpb
-HAVE_P4C := $(shell command -v $(P4C_BM2) 2>/dev/null)
+HAVE_P4C := $(shell PATH='$(PATH)' command -v $(P4C_BM2) 2>/dev/null)
 
 $(BUILD)/p4/bottleneck.json: $(P4_SRC)
 	@printf '  %-8s %s\n' P4C $@

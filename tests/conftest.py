@@ -35,6 +35,12 @@ def missing_capability() -> str | None:
     return None
 
 
+#: Under CI=true the bmv2 tier must run: a skipped bmv2 test is a failure there.
+IN_CI = os.environ.get("CI", "").lower() == "true"
+#: item nodeid -> outcome of the bmv2 tier, for its own count line
+_BMV2_OUTCOMES: dict[str, str] = {}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = missing_capability()
     if reason is None:
@@ -42,6 +48,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "root" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if "bmv2" not in item.keywords:
+        return
+    if report.skipped and IN_CI:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"the bmv2 tier must run in CI (CI=true), but this test was skipped: {reason}"
+    if report.when == "call" or report.outcome != "passed":
+        # a test counts once, by its worst phase: failed > skipped > passed
+        rank = ("passed", "skipped", "failed")
+        prev = _BMV2_OUTCOMES.get(item.nodeid, "passed")
+        _BMV2_OUTCOMES[item.nodeid] = max(prev, report.outcome, key=rank.index)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The bmv2 tier's own count, on a line of its own (CI reads it to see the tier ran)."""
+    if not _BMV2_OUTCOMES:
+        return
+    counts = {k: sum(1 for v in _BMV2_OUTCOMES.values() if v == k) for k in ("passed", "failed", "skipped")}
+    terminalreporter.write_line(
+        f"bmv2 tier: passed {counts['passed']}, failed {counts['failed']}, skipped {counts['skipped']}"
+    )
 
 
 def leftovers() -> list[str]:

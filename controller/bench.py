@@ -264,7 +264,7 @@ def controller_polling(flows: int = 1000, rate_hz: float = 10.0, seconds: float 
 
     from controller.dataplane import FlowKey
     from controller.dataplane.kernel import KernelBottleneck, LinkParams
-    from controller.monitor import Monitor, MonitoredFlow
+    from controller.monitor import Monitor, MonitoredFlow, MonitoredLink
 
     system.require_root()
     a, b = "cclab-bench0", "cclab-bench1"
@@ -279,7 +279,7 @@ def controller_polling(flows: int = 1000, rate_hz: float = 10.0, seconds: float 
             fmap.update(struct.pack("=4s4sHHB3x", src.packed, dst.packed, 40000 + i % 20000, 5201, 6), bytes(64))
             key = FlowKey(str(src), str(dst), 40000 + i % 20000, 5201, 6)
             monitored.append(MonitoredFlow(f"f{i + 1}", "cubic", key, "h1"))
-        mon = Monitor(dp, monitored, 1 / rate_hz, lambda: 1e9)
+        mon = Monitor([MonitoredLink("l1", dp, lambda: 1e9)], monitored, 1 / rate_hz)
         cpu0, t0 = time.process_time(), time.monotonic()
         mon.start(t0)
         time.sleep(seconds)

@@ -44,7 +44,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.results:
             extra += ["--results", str(Path(args.results).resolve())]
         return vm.run_spec_in_vm(Path(args.spec), extra)
-    title = f"{s.name}: {s.topology.kind} x{s.topology.pairs}, {s.bottleneck.rate_mbps:g} Mbit/s, {s.dataplane}"
+    title = f"{s.name}: {s.topology.describe()}, {s.bottleneck.rate_mbps:g} Mbit/s, {s.dataplane}"
     live = (
         Live(
             render(LiveState(duration_s=s.duration_s), title),

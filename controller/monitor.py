@@ -1,9 +1,12 @@
-"""Polls the data plane's counters every interval and derives the time series.
+"""Polls every emulated link's counters each interval and derives the time series.
 
-Per interval and per flow: wire bytes forwarded at the bottleneck, the rate,
-random and queue drops; per interval for the link: utilization, backlog, and
-Jain's index over the flows that moved bytes in it.  The sender's tcp_info is
-sampled on the same clock.  Deadlines are absolute, so polling does not drift.
+Per interval, link and flow crossing it: wire bytes forwarded, the rate,
+random and queue drops (links.csv); per flow, the same at the last emulated
+link of its path, what it delivered through the network (timeseries.csv, its
+drops summed over the path); per interval and link: utilization, backlog, and
+Jain's index over the flows that moved bytes through it (link.csv).  The
+senders' tcp_info is sampled on the same clock.  Deadlines are absolute, so
+polling does not drift.
 """
 
 from __future__ import annotations
@@ -37,6 +40,17 @@ class MonitoredFlow:
     key: FlowKey
     sender: str
     """Name of the sending host (whose tcp_info sampler to ask)."""
+    links: tuple[str, ...] = ("l1",)
+    """The emulated links the flow crosses, in path order."""
+
+
+@dataclass(frozen=True)
+class MonitoredLink:
+    """An emulated link the monitor polls: its id, counter source and current rate."""
+
+    id: str
+    source: CounterSource
+    capacity_bps: Callable[[], float]
 
 
 @dataclass
@@ -72,10 +86,31 @@ class Series:
 
     timeseries: list[dict[str, Any]] = field(default_factory=list)
     link: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    """link x flow x interval"""
     tcpinfo: list[dict[str, Any]] = field(default_factory=list)
     ccstate: list[dict[str, Any]] = field(default_factory=list)
-    first: Snapshot | None = None
-    last: Snapshot | None = None
+    first: dict[str, Snapshot] = field(default_factory=dict)
+    """link id -> the read before traffic started"""
+    last: dict[str, Snapshot] = field(default_factory=dict)
+    """link id -> the read after traffic ended"""
+
+
+def _flow_row(
+    t: float, link: str, flow: MonitoredFlow, now: FlowCounters, was: FlowCounters, r: float
+) -> dict[str, Any]:
+    return {
+        "t_s": t,
+        "link": link,
+        "flow": flow.id,
+        "algo": flow.algo,
+        "bytes": now.fwd_bytes - was.fwd_bytes,
+        "rate_bps": round(r, 1),
+        "pkts": now.fwd_pkts - was.fwd_pkts,
+        "random_drops": now.rnd_drop_pkts - was.rnd_drop_pkts,
+        "queue_drops": now.q_drop_pkts - was.q_drop_pkts,
+        "cum_bytes": now.fwd_bytes,
+    }
 
 
 def _cpu_times() -> tuple[int, int]:
@@ -91,19 +126,17 @@ class Monitor:
 
     def __init__(
         self,
-        source: CounterSource,
+        links: list[MonitoredLink],
         flows: list[MonitoredFlow],
         interval_s: float,
-        capacity_bps: Callable[[], float],
         samplers: dict[str, TcpInfoSampler] | None = None,
         on_update: Callable[[LiveState], None] | None = None,
         duration_s: float = 0.0,
         ccstate: CcStateReader | None = None,
     ) -> None:
-        self.source = source
+        self.links = links
         self.flows = flows
         self.interval_s = interval_s
-        self.capacity_bps = capacity_bps
         self.samplers = samplers or {}
         self.on_update = on_update
         self.duration_s = duration_s
@@ -129,8 +162,11 @@ class Monitor:
         """Start polling; t0 (time.monotonic) is time zero of every row."""
         self._t0 = t0
         self._cpu0 = _cpu_times()
-        self.series.first = self.source.read()
+        self.series.first = self._read()
         self._thread.start()
+
+    def _read(self) -> dict[str, Snapshot]:
+        return {lk.id: lk.source.read() for lk in self.links}
 
     def stop(self) -> Series:
         self._stop.set()
@@ -140,7 +176,7 @@ class Monitor:
         if total > self._cpu0[1]:
             self.cpu_busy_fraction = (busy - self._cpu0[0]) / (total - self._cpu0[1])
         try:
-            self.series.last = self.source.read()
+            self.series.last = self._read()
         except OSError as exc:  # the data plane may be gone after an error
             log.warning("final counter read failed: %s", exc)
         return self.series
@@ -153,62 +189,71 @@ class Monitor:
             while not self._stop.is_set():
                 deadline += self.interval_s
                 self._stop.wait(max(0.0, deadline - time.monotonic()))
-                snap = self.source.read()
+                snap = self._read()
                 self._interval(prev, snap)
                 prev = snap
         except BaseException as exc:  # reported by the runner
             log.error("monitor stopped: %s", exc)
             self.error = exc
 
-    def _interval(self, prev: Snapshot, snap: Snapshot) -> None:
-        dt = snap.t - prev.t
-        t = round(snap.t - self._t0, 4)
+    def _interval(self, prev: dict[str, Snapshot], snap: dict[str, Snapshot]) -> None:
+        t = 0.0
         zero = FlowCounters()
-        rates: list[float] = []
-        for flow, view in zip(self.flows, self.live.flows):
-            now = snap.flows.get(flow.key, zero)
-            was = prev.flows.get(flow.key, zero)
-            d_bytes = now.fwd_bytes - was.fwd_bytes
-            r = rate_bps(d_bytes, dt)
-            if d_bytes > 0:
-                rates.append(r)
-            view.rate_bps, view.total_bytes = r, now.fwd_bytes
-            view.rnd_drops, view.q_drops = now.rnd_drop_pkts, now.q_drop_pkts
-            self.series.timeseries.append(
+        # per link: each crossing flow's counters, rates, and the link's own row
+        seen: dict[tuple[str, str], tuple[FlowCounters, FlowCounters, float]] = {}
+        for lk in self.links:
+            now_s, was_s = snap[lk.id], prev[lk.id]
+            dt = now_s.t - was_s.t
+            t = round(now_s.t - self._t0, 4)
+            rates: list[float] = []
+            for flow in self.flows:
+                if lk.id not in flow.links:
+                    continue
+                now, was = now_s.flows.get(flow.key, zero), was_s.flows.get(flow.key, zero)
+                d_bytes = now.fwd_bytes - was.fwd_bytes
+                r = rate_bps(d_bytes, dt)
+                seen[(lk.id, flow.id)] = (now, was, r)
+                if d_bytes > 0:
+                    rates.append(r)
+                self.series.links.append(_flow_row(t, lk.id, flow, now, was, r))
+            link_bytes = (now_s.link.fwd_bytes + now_s.link.rnd_drop_bytes) - (
+                was_s.link.fwd_bytes + was_s.link.rnd_drop_bytes
+            )
+            j = jain(rates)
+            cap = lk.capacity_bps()
+            self.series.link.append(
                 {
                     "t_s": t,
-                    "flow": flow.id,
-                    "algo": flow.algo,
-                    "bytes": d_bytes,
-                    "rate_bps": round(r, 1),
-                    "pkts": now.fwd_pkts - was.fwd_pkts,
-                    "random_drops": now.rnd_drop_pkts - was.rnd_drop_pkts,
-                    "queue_drops": now.q_drop_pkts - was.q_drop_pkts,
-                    "cum_bytes": now.fwd_bytes,
+                    "link": lk.id,
+                    "link_bps": round(rate_bps(link_bytes, dt), 1),
+                    "capacity_bps": cap,
+                    "backlog_pkts": now_s.backlog_pkts,
+                    "jain": None if j is None else round(j, 5),
+                    "active_flows": len(rates),
+                    "random_drops": now_s.link.rnd_drop_pkts - was_s.link.rnd_drop_pkts,
+                    "queue_drops": now_s.link.q_drop_pkts - was_s.link.q_drop_pkts,
                 }
             )
-        link_bytes = (snap.link.fwd_bytes + snap.link.rnd_drop_bytes) - (prev.link.fwd_bytes + prev.link.rnd_drop_bytes)
-        j = jain(rates)
-        cap = self.capacity_bps()
-        self.series.link.append(
-            {
-                "t_s": t,
-                "link_bps": round(rate_bps(link_bytes, dt), 1),
-                "capacity_bps": cap,
-                "backlog_pkts": snap.backlog_pkts,
-                "jain": None if j is None else round(j, 5),
-                "active_flows": len(rates),
-                "random_drops": snap.link.rnd_drop_pkts - prev.link.rnd_drop_pkts,
-                "queue_drops": snap.link.q_drop_pkts - prev.link.q_drop_pkts,
-            }
-        )
+            if lk is self.links[0]:
+                self.live.capacity_bps = cap
+                self.live.link_bps = rate_bps(link_bytes, dt)
+                self.live.backlog_pkts = now_s.backlog_pkts
+                self.live.jain = j
+        for flow, view in zip(self.flows, self.live.flows):
+            # delivered: the counters at the last emulated link of the path; drops: over the whole path
+            hops = [seen[(lid, flow.id)] for lid in flow.links if (lid, flow.id) in seen]
+            now, was, r = hops[-1] if hops else (zero, zero, 0.0)
+            view.rate_bps, view.total_bytes = r, now.fwd_bytes
+            view.rnd_drops = sum(h[0].rnd_drop_pkts for h in hops)
+            view.q_drops = sum(h[0].q_drop_pkts for h in hops)
+            row = _flow_row(t, "", flow, now, was, r)
+            del row["link"]
+            row["random_drops"] = view.rnd_drops - sum(h[1].rnd_drop_pkts for h in hops)
+            row["queue_drops"] = view.q_drops - sum(h[1].q_drop_pkts for h in hops)
+            self.series.timeseries.append(row)
         self._sample_tcpinfo(t)
         self._sample_ccstate(t)
         self.live.elapsed_s = t
-        self.live.capacity_bps = cap
-        self.live.link_bps = rate_bps(link_bytes, dt)
-        self.live.backlog_pkts = snap.backlog_pkts
-        self.live.jain = j
         if self.on_update is not None:
             self.on_update(self.live)
 

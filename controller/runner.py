@@ -24,15 +24,17 @@ from controller import cc, results, summary, system
 from controller.ccstate import CcStateReader
 from controller.dataplane import DataPlaneError, FlowKey
 from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
+from controller.dataplane.delay import LinkDelay
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
-from controller.monitor import LiveState, Monitor, MonitoredFlow
-from controller.spec import Spec
+from controller.monitor import LiveState, Monitor, MonitoredFlow, MonitoredLink
+from controller.network import EmulatedLink, Graph, Link, LinkSpec
+from controller.spec import Flow, Spec
 from hosts.tcpinfo import TcpInfoSampler
-from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, TrafficError
+from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, TrafficError, UdpOnOffFlow
 
 log = logging.getLogger(__name__)
 
-TOPOLOGY_FILE = system.REPO / "mininet" / "dumbbell.py"
+TOPOLOGY_FILE = system.REPO / "mininet" / "topologies.py"
 P4SWITCH_FILE = system.REPO / "mininet" / "p4switch.py"
 P4_BUILD = system.BUILD / "p4"
 P4_JSON = P4_BUILD / "bottleneck.json"
@@ -82,7 +84,8 @@ def _load_by_path(name: str, path: Path) -> ModuleType:
 
 
 def load_topology_module() -> ModuleType:
-    return _load_by_path("cclab_topo_dumbbell", TOPOLOGY_FILE)
+    """mininet/topologies.py (nodes, GraphTopo and the presets), loaded by path."""
+    return _load_by_path("cclab_topologies", TOPOLOGY_FILE)
 
 
 def load_p4switch_module() -> ModuleType:
@@ -151,17 +154,26 @@ def preflight(spec: Spec, opts: RunOptions) -> tuple[bool, list[str]]:
     except ImportError:
         raise RunError("Mininet is not importable from this Python; run `make deps` and use .venv/bin/cclab") from None
     cc.check_available(spec.algos)
-    b = spec.bottleneck
-    wants_delay = b.delay_ms > 0 or b.jitter_ms > 0 or any(s.delay_ms for s in b.schedule)
+    if spec.dataplane == "bmv2":
+        both = [lk.id for lk in spec.graph.links if lk.both]
+        if both:
+            raise RunError(f"link {both[0]}: both = true is not on bmv2 yet (one emulated direction per link)")
+    for lk in spec.graph.links:
+        if lk.spec.emulated and (lk.a in spec.graph.hosts or lk.b in spec.graph.hosts):
+            raise RunError(
+                f"link {lk.id} = {lk.a}-{lk.b}: emulate links between switches (put a switch in front of the host)"
+            )
     use_delay = False
-    if wants_delay:
+    if spec.wants_delay:
+        delays = sorted({lk.spec.delay_ms for lk in spec.graph.links if lk.spec.has_delay})
+        shown = ", ".join(f"{d:g}" for d in delays)
         if system.has_netem():
             use_delay = True
-        elif b.delay_fallback == "skip" or opts.allow_no_delay:
-            notes.append(f"delay_ms = {b.delay_ms:g} not applied: this kernel has no netem (run it in the lab VM)")
+        elif spec.delay_fallback == "skip" or opts.allow_no_delay:
+            notes.append(f"delay_ms = {shown} not applied: this kernel has no netem (run it in the lab VM)")
         else:
             raise RunError(
-                f"bottleneck.delay_ms = {b.delay_ms:g} needs netem, which this kernel lacks; run it in the lab VM, "
+                f"delay_ms = {shown} needs netem, which this kernel lacks; run it in the lab VM, "
                 'or pass --allow-no-delay (or set bottleneck.delay_fallback = "skip") to run without delay'
             )
     return use_delay, notes
@@ -209,30 +221,40 @@ def signals_ignored() -> Iterator[None]:
 
 
 def link_params(
-    spec: Spec, rate_bps: int | None = None, per: float | None = None, delay_ms: float | None = None
+    ls: LinkSpec, rate_bps: int | None = None, per: float | None = None, delay_ms: float | None = None
 ) -> LinkParams:
-    b = spec.bottleneck
-    ge = b.gilbert_elliott
+    """An emulated link's settings at one moment: the spec's, with any schedule changes so far."""
+    ge = ls.gilbert_elliott
     return LinkParams(
-        rate_bps=rate_bps if rate_bps is not None else b.rate_bps,
-        queue_pkts=b.queue_pkts,
-        queue_bytes=b.queue_bytes,
-        delay_ms=delay_ms if delay_ms is not None else b.delay_ms,
-        jitter_ms=b.jitter_ms,
-        per=per if per is not None else b.per,
+        rate_bps=rate_bps if rate_bps is not None else ls.rate_bps,
+        queue_pkts=ls.queue_pkts,
+        queue_bytes=ls.queue_bytes,
+        delay_ms=delay_ms if delay_ms is not None else ls.delay_ms,
+        jitter_ms=ls.jitter_ms,
+        per=per if per is not None else ls.per,
         ge=(ge.p_gb, ge.p_bg, ge.loss_good, ge.loss_bad) if ge else None,
-        shaper=b.shaper,
+        shaper=ls.shaper,
         mtu=MTU,
     )
 
 
 def socket_buffer_bytes(spec: Spec) -> int:
-    """Socket buffer limit from the spec's BDP: 4x (rate x (2 delay + full queue)), >= 4 MiB."""
-    b = spec.bottleneck
-    queue_bytes = b.queue_bytes or (b.queue_pkts or 100) * (MTU + 14)
-    rtt_s = 2 * b.delay_ms / 1000 + queue_bytes * 8 / b.rate_bps
-    bdp = b.rate_bps / 8 * rtt_s
-    return max(4 << 20, int(4 * bdp))
+    """Socket buffer limit from the spec's BDP: 4x (rate x (base RTT + full queues)) of the worst flow, >= 4 MiB."""
+    g = spec.graph
+    worst = 0.0
+    for f in spec.flows:
+        hops = g.path(f.src, f.dst, f.segment)
+        em = g.emulated_on(hops)
+        rate = min((e.spec.rate_bps for e in em), default=0)
+        if not rate:
+            continue
+        queues_s = sum(_queue_bytes(e.spec) * 8 / e.spec.rate_bps for e in em)
+        worst = max(worst, rate / 8 * (g.base_rtt_ms(hops) / 1000 + queues_s))
+    return max(4 << 20, int(4 * worst))
+
+
+def _queue_bytes(ls: LinkSpec) -> int:
+    return ls.queue_bytes or (ls.queue_pkts or 100) * (MTU + 14)
 
 
 def bmv2_routes(net: Any, switch: Any, bottleneck_intf: Any, pairs: int) -> tuple[Route, ...]:
@@ -247,6 +269,53 @@ def bmv2_routes(net: Any, switch: Any, bottleneck_intf: Any, pairs: int) -> tupl
     return tuple(routes)
 
 
+def _intf_towards(net: Any, node: str, peer: str) -> Any:
+    """node's Mininet interface on its link to peer."""
+    a, b = net.get(node), net.get(peer)
+    link = net.linksBetween(a, b)[0]
+    return link.intf1 if link.intf1.node is a else link.intf2
+
+
+def p4_routes(graph: Graph, link: Link, to_b_port: int, to_a_port: int) -> tuple[Route, ...]:
+    """ipv4_forward entries of a link's two-port BMv2 switch: every address behind b over the bottleneck
+    port, every other address of the link's segment back towards a."""
+    behind_b = graph.side(link, link.b)
+    seg = graph.link_segment(link)
+    routes = []
+    for (host, s), ip in sorted(graph.addresses.items()):
+        if s != seg:
+            continue
+        if host in behind_b:
+            routes.append(Route(f"{ip}/32", to_b_port, bottleneck=True))
+        else:
+            routes.append(Route(f"{ip}/32", to_a_port))
+    return tuple(routes)
+
+
+@dataclass
+class _Path:
+    """A flow's way through the graph: addresses, the emulated links it crosses, its base RTT."""
+
+    src_ip: str
+    dst_ip: str
+    links: tuple[EmulatedLink, ...]
+    base_rtt_ms: float
+
+
+def flow_path(graph: Graph, f: Flow) -> _Path:
+    hops = graph.path(f.src, f.dst, f.segment)
+    return _Path(
+        graph.addresses[(f.src, f.segment)],
+        graph.addresses[(f.dst, f.segment)],
+        tuple(graph.emulated_on(hops)),
+        graph.base_rtt_ms(hops),
+    )
+
+
+Dataplane = KernelBottleneck | Bmv2Bottleneck
+Traffic = IperfFlow | UdpOnOffFlow
+
+
 @dataclass
 class _Experiment:
     spec: Spec
@@ -255,12 +324,24 @@ class _Experiment:
     notes: list[str]
     run_dir: Path
     teardowns: list[Callable[[], None]] = field(default_factory=list)
-    flows: list[IperfFlow] = field(default_factory=list)
+    flows: list[Traffic] = field(default_factory=list)
     monitored: list[MonitoredFlow] = field(default_factory=list)
-    dp: KernelBottleneck | Bmv2Bottleneck | None = None
+    paths: dict[str, _Path] = field(default_factory=dict)
+    dps: dict[str, Dataplane] = field(default_factory=dict)
+    """emulated link id -> its data plane"""
+    delays: dict[str, LinkDelay] = field(default_factory=dict)
+    """link id -> its delay element"""
+    rate_now: dict[str, float] = field(default_factory=dict)
     monitor: Monitor | None = None
-    rate_now: float = 0.0
     ccstate_columns: list[str] = field(default_factory=list)
+    notes_host: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.paths = {f.id: flow_path(self.spec.graph, f) for f in self.spec.flows}
+
+    def flow_key(self, i: int, f: Flow) -> FlowKey:
+        p = self.paths[f.id]
+        return FlowKey(p.src_ip, p.dst_ip, CLIENT_PORT_BASE + i, SERVER_PORT_BASE + i, 6 if f.is_tcp else 17)
 
     def build_network(self) -> Any:
         from mininet.log import setLogLevel
@@ -268,17 +349,16 @@ class _Experiment:
 
         setLogLevel("error")
         mod = load_topology_module()
-        topo = mod.Dumbbell(pairs=self.spec.topology.pairs)
-        node = load_p4switch_module() if self.spec.dataplane == "bmv2" else None
-        if node is not None:
-            # s1 (the rate limiter's side) is the BMv2 switch; s2 stays a Linux bridge.
-            info = dict(topo.nodeInfo("s1"))
-            info.update(cls=node.Bmv2Switch, json_path=P4_JSON, p4info_path=P4_INFO, log_dir=self.run_dir)
-            topo.setNodeInfo("s1", info)
+        bmv2 = self.spec.dataplane == "bmv2"
+        p4_params: dict[str, Any] = {}
+        if bmv2:
+            node = load_p4switch_module()
+            p4_params = dict(cls=node.Bmv2Switch, json_path=P4_JSON, p4info_path=P4_INFO, log_dir=self.run_dir)
+        topo = mod.GraphTopo(graph=self.spec.graph, bmv2=bmv2, p4_params=p4_params)
         net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
         self.teardowns.append(net.stop)
         net.start()
-        if node is not None:
+        if bmv2:
             net.staticArp()  # the P4 program forwards IPv4 only
             node.checksum_offload_off(net.hosts)
         bufs = socket_buffer_bytes(self.spec)
@@ -293,84 +373,108 @@ class _Experiment:
         return net
 
     def setup_dataplane(self, net: Any) -> None:
-        a_sw, b_sw = (net.get(n) for n in ("s1", "s2"))
-        link = net.linksBetween(a_sw, b_sw)[0]
-        a, b = (link.intf1, link.intf2) if link.intf1.node is a_sw else (link.intf2, link.intf1)
-        fwd = tuple(str(i) for i in b_sw.intfList() if str(i) not in (str(b), "lo"))
-        dp: KernelBottleneck | Bmv2Bottleneck
-        if self.spec.dataplane == "bmv2":
-            dp = Bmv2Bottleneck(
-                run_id=self.run_dir.name,
-                switch=a_sw,
-                bottleneck_port=a_sw.ports[a],
-                egress_dev=str(a),
-                ingress_dev=str(b),
-                routes=bmv2_routes(net, a_sw, a, self.spec.topology.pairs),
-                flows=tuple(
-                    FlowKey(sender_ip(f.src), receiver_ip(f.dst), CLIENT_PORT_BASE + i, SERVER_PORT_BASE + i, 6)
-                    for i, f in enumerate(self.spec.flows, 1)
-                ),
-                fwd_delay_devs=fwd,
-                rev_delay_devs=(str(b),),
-            )
-        else:
-            dp = KernelBottleneck(
-                run_id=self.run_dir.name,
-                egress_dev=str(a),
-                ingress_dev=str(b),
-                fwd_delay_devs=fwd,
-                rev_delay_devs=(str(b),),
-            )
-        self.teardowns.append(dp.teardown)
-        params = link_params(self.spec)
-        dp.setup(params, seed=self.spec.seed, use_delay=self.use_delay)
-        self.rate_now = params.rate_bps
-        self.dp = dp
+        """Program every emulated direction (rate, queue, loss, counters) and every link's delay."""
+        mod = load_topology_module()
+        graph = self.spec.graph
+        bmv2 = self.spec.dataplane == "bmv2"
+        for e in graph.emulated():
+            nodes = mod.chain(graph, e.link, bmv2)
+            if e.src != e.link.a:
+                nodes = nodes[::-1]
+            # kernel: the limiter on the first node's port; bmv2: the P4 node's port after it
+            at = 1 if bmv2 else 0
+            a = _intf_towards(net, nodes[at], nodes[at + 1])
+            b = _intf_towards(net, nodes[at + 1], nodes[at])
+            keys = tuple(self.flow_key(i, f) for i, f in enumerate(self.spec.flows, 1) if e in self.paths[f.id].links)
+            dp: Dataplane
+            if bmv2:
+                sw = net.get(nodes[1])
+                back = _intf_towards(net, nodes[1], nodes[0])
+                dp = Bmv2Bottleneck(
+                    run_id=f"{self.run_dir.name}-{e.id}",
+                    switch=sw,
+                    bottleneck_port=sw.ports[a],
+                    egress_dev=str(a),
+                    ingress_dev=str(b),
+                    routes=p4_routes(graph, e.link, sw.ports[a], sw.ports[back]),
+                    flows=keys,
+                )
+            else:
+                dp = KernelBottleneck(run_id=f"{self.run_dir.name}-{e.id}", egress_dev=str(a), ingress_dev=str(b))
+            self.teardowns.append(dp.teardown)
+            params = link_params(e.spec)
+            dp.setup(params, seed=self.spec.seed + len(self.dps), use_delay=False)
+            self.rate_now[e.id] = params.rate_bps
+            self.dps[e.id] = dp
+        if not self.use_delay:
+            return
+        for link in graph.links:
+            if not link.spec.has_delay:
+                continue
+            d = mod.delay_node(link)
+            nodes = mod.chain(graph, link, bmv2)
+            i = nodes.index(d)
+            devs = (str(_intf_towards(net, d, nodes[i + 1])), str(_intf_towards(net, d, nodes[i - 1])))
+            delay = LinkDelay(link.id, devs)
+            self.teardowns.append(delay.teardown)
+            try:
+                delay.setup(link.spec.delay_ms, link.spec.jitter_ms)
+            except system.SystemError_ as exc:
+                raise DataPlaneError(f"delay of link {link.id}: {exc}") from None
+            self.delays[link.id] = delay
 
     def start_servers(self, net: Any) -> None:
         flows_dir = self.run_dir / "iperf"
         flows_dir.mkdir()
         for i, f in enumerate(self.spec.flows, 1):
-            fl = IperfFlow(f.id, i, f.algo, sender_ip(f.src), receiver_ip(f.dst), f.duration_s, flows_dir)
+            p = self.paths[f.id]
+            fl: Traffic
+            if f.is_tcp:
+                fl = IperfFlow(f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, bytes_total=f.bytes)
+            else:
+                fl = UdpOnOffFlow(
+                    f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir,
+                    rate_bps=int(f.rate_mbps * 1e6), on_s=f.on_s, off_s=f.off_s, on_off=f.on_off,
+                    seed=self.spec.seed * 1_000_003 + i,
+                )  # fmt: skip
             self.flows.append(fl)
             self.teardowns.append(fl.stop)
             fl.start_server(net.get(f.dst))
-            key = FlowKey(fl.src_ip, fl.dst_ip, fl.client_port, fl.server_port, 6)
-            self.monitored.append(MonitoredFlow(f.id, f.algo, key, f.src))
+            key = self.flow_key(i, f)
+            self.monitored.append(MonitoredFlow(f.id, f.algo, key, f.src, tuple(e.id for e in p.links)))
         for fl in self.flows:
             fl.wait_server()
 
     def samplers(self, net: Any) -> dict[str, TcpInfoSampler]:
         out = {}
-        for name in sorted({f.src for f in self.spec.flows}):
+        for name in sorted({f.src for f in self.spec.flows if f.is_tcp}):
             s = TcpInfoSampler(net.get(name).pid)
             self.teardowns.append(s.close)
             out[name] = s
         return out
 
+    def _steps(self) -> list[tuple[float, Link, Any]]:
+        steps = [(st.at_s, lk, st) for lk in self.spec.graph.links for st in lk.spec.schedule]
+        return sorted(steps, key=lambda x: x[0])
+
     def traffic(self, net: Any) -> None:
         """Start flows and schedule steps on time; return when all flows ended."""
-        assert self.dp is not None and self.monitor is not None
+        assert self.monitor is not None
         t0 = time.monotonic()
         self.monitor.start(t0)
         pending = sorted(zip(self.spec.flows, self.flows), key=lambda p: p[0].start_s)
-        steps = list(self.spec.bottleneck.schedule)
-        rate, per, delay = None, None, None
+        steps = self._steps()
+        state: dict[str, dict[str, Any]] = {lk.id: {} for lk in self.spec.graph.links}
         end = t0 + self.spec.duration_s + GRACE_S
         while True:
             now = time.monotonic() - t0
             while pending and pending[0][0].start_s <= now:
                 sf, fl = pending.pop(0)
                 fl.start_client(net.get(sf.src))
-            while steps and steps[0].at_s <= now:
-                st = steps.pop(0)
-                rate = int(round(st.rate_mbps * 1e6)) if st.rate_mbps is not None else rate
-                per = st.per if st.per is not None else per
-                delay = st.delay_ms if st.delay_ms is not None else delay
-                params = link_params(self.spec, rate, per, delay)
-                self.dp.apply(params)
-                self.rate_now = params.rate_bps
-                log.info("t=%.2f s: bottleneck now %s", now, st)
+            while steps and steps[0][0] <= now:
+                _at, link, st = steps.pop(0)
+                self._apply_step(link, st, state[link.id])
+                log.info("t=%.2f s: link %s now %s", now, link.id, st)
             if self.monitor.error is not None:
                 raise RunError(f"counter polling failed: {self.monitor.error}")
             if not pending and all(fl.done() for fl in self.flows):
@@ -381,6 +485,22 @@ class _Experiment:
                 return
             time.sleep(0.02)
 
+    def _apply_step(self, link: Link, st: Any, now: dict[str, Any]) -> None:
+        if st.rate_mbps is not None:
+            now["rate_bps"] = int(round(st.rate_mbps * 1e6))
+        for key in ("per", "delay_ms"):
+            if getattr(st, key) is not None:
+                now[key] = getattr(st, key)
+        for e_id in (link.id, link.id + "r"):
+            dp = self.dps.get(e_id)
+            if dp is not None and e_id in {e.id for e in self.spec.graph.emulated() if e.link is link}:
+                params = link_params(link.spec, now.get("rate_bps"), now.get("per"), now.get("delay_ms"))
+                dp.apply(params)
+                self.rate_now[e_id] = params.rate_bps
+        delay = self.delays.get(link.id)
+        if delay is not None and st.delay_ms is not None:
+            delay.apply(st.delay_ms, link.spec.jitter_ms)
+
     def teardown(self) -> list[str]:
         errors = []
         while self.teardowns:
@@ -390,6 +510,21 @@ class _Experiment:
             except Exception as exc:  # keep tearing down; report at the end
                 errors.append(f"{getattr(step, '__qualname__', step)}: {exc}")
         return errors
+
+    def describe_links(self) -> list[dict[str, Any]]:
+        """What the manifest records of each emulated direction and delay element."""
+        out = []
+        for e in self.spec.graph.emulated():
+            dp = self.dps.get(e.id)
+            entry: dict[str, Any] = {"id": e.id, "from": e.src, "to": e.dst}
+            if dp is not None:
+                entry["devices"] = [dp.egress_dev, dp.ingress_dev]
+                if isinstance(dp, Bmv2Bottleneck):
+                    entry["bmv2"] = dp.describe()
+            out.append(entry)
+        for lid, d in self.delays.items():
+            out.append({"id": lid, "delay_element": "netem", "devices": list(d.devs), "delay_ms": d.delay_ms})
+        return out
 
 
 def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
@@ -408,33 +543,39 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
             with signals_raise():
                 net = ex.build_network()
                 ex.setup_dataplane(net)
-                assert ex.dp is not None
                 extra = {
-                    "delay_applied": ex.dp.delay_applied,
+                    "delay_applied": bool(ex.delays),
+                    "delay_element": "netem" if ex.delays else None,
                     "hosts": ex.notes_host,
-                    "bottleneck_devices": [ex.dp.egress_dev, ex.dp.ingress_dev],
+                    "links": ex.describe_links(),
                     "netem": use_delay,
                 }
-                if isinstance(ex.dp, Bmv2Bottleneck):
-                    extra["bmv2"] = ex.dp.describe()
+                first = next(iter(ex.dps.values()))
+                extra["bottleneck_devices"] = [first.egress_dev, first.ingress_dev]
                 results.write_json(run_dir / "manifest.json", results.manifest(spec, extra))
                 ex.start_servers(net)
                 reader = CcStateReader(spec.algos)
                 ex.teardowns.append(reader.close)
                 ex.ccstate_columns = reader.columns
+                links = [
+                    MonitoredLink(lid, dp, (lambda lid=lid: ex.rate_now[lid]))  # type: ignore[misc]
+                    for lid, dp in ex.dps.items()
+                ]
                 ex.monitor = Monitor(
-                    ex.dp,
+                    links,
                     ex.monitored,
                     spec.interval_s,
-                    lambda: ex.rate_now,
                     ex.samplers(net),
                     opts.on_update,
                     spec.duration_s,
                     reader if reader.maps else None,
                 )
                 ex.traffic(net)
-                if isinstance(ex.dp, Bmv2Bottleneck) and not ex.dp.wait_drained():
-                    notes.append("bmv2: the queue did not drain after the flows ended; queue drops may be short")
+                for lid, dp in ex.dps.items():
+                    if isinstance(dp, Bmv2Bottleneck) and not dp.wait_drained():
+                        notes.append(
+                            f"bmv2 {lid}: the queue did not drain after the flows ended; queue drops may be short"
+                        )
                 complete = True
         except Interrupted as exc:
             reason = f"interrupted ({exc})"
@@ -451,7 +592,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     goodputs[fl.flow_id] = fl.goodput_bps()
                     err = fl.error()
                     if err and complete:
-                        complete, reason = False, f"{fl.flow_id}: iperf3: {err}"
+                        complete, reason = False, f"{fl.flow_id}: {err}"
                 errors = ex.teardown()
                 if errors:
                     notes.append("teardown: " + "; ".join(errors))
@@ -483,7 +624,22 @@ def _write(
     results.write_csv(
         run_dir / "link.csv",
         series.link,
-        ["t_s", "link_bps", "capacity_bps", "backlog_pkts", "jain", "active_flows", "random_drops", "queue_drops"],
+        [
+            "t_s",
+            "link",
+            "link_bps",
+            "capacity_bps",
+            "backlog_pkts",
+            "jain",
+            "active_flows",
+            "random_drops",
+            "queue_drops",
+        ],
+    )
+    results.write_csv(
+        run_dir / "links.csv",
+        series.links,
+        ["t_s", "link", "flow", "algo", "bytes", "pkts", "rate_bps", "random_drops", "queue_drops", "cum_bytes"],
     )
     results.write_csv(
         run_dir / "cwnd.csv",
@@ -511,6 +667,8 @@ def _write(
         ex.monitored,
         series,
         goodputs,
+        paths={fid: ([e.id for e in p.links], p.base_rtt_ms) for fid, p in ex.paths.items()},
+        traffic={fl.flow_id: fl.report() for fl in ex.flows},
         complete=complete,
         reason=reason,
         delay_applied=bool(extra.get("delay_applied")),
@@ -519,20 +677,26 @@ def _write(
     )
     results.write_csv(
         run_dir / "flows.csv",
-        summ["flows"],
+        [{**f, "path": " ".join(f["path"])} for f in summ["flows"]],
         [
             "id",
+            "kind",
             "algo",
             "src",
             "dst",
             "start_s",
             "duration_s",
+            "path",
+            "base_rtt_ms",
+            "min_rtt_ms",
             "throughput_bps",
             "bytes",
             "packets",
             "random_drops",
             "queue_drops",
             "iperf_goodput_bps",
+            "completion_s",
+            "offered_bytes",
         ],
     )
     if ex.opts.plots and series.link:

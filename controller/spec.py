@@ -18,11 +18,23 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
+from controller.network import (
+    GilbertElliott,
+    Graph,
+    GraphError,
+    Link,
+    LinkSpec,
+    ScheduleStep,
+    dumbbell,
+    parking_lot,
+)
+
 DATAPLANES = ("kernel", "bmv2", "tofino")
-TOPOLOGIES = ("dumbbell",)
+TOPOLOGIES = ("dumbbell", "parking_lot", "graph")
 SHAPERS = ("htb", "tbf")
 DELAY_FALLBACKS = ("refuse", "skip")
-FLOW_KINDS = ("tcp",)
+FLOW_KINDS = ("tcp", "udp_onoff")
+ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
 
 #: Our algorithms (hosts/cc/); names never collide with in-tree ones.
 CCLAB_ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
@@ -48,7 +60,26 @@ KERNEL_ALGOS = (
 )
 
 MAX_PAIRS = 64
+MAX_HOPS = 16
+MAX_NODES = 256
 MAX_RATE_MBPS = 100_000.0
+MAX_DELAY_MS = 10_000.0
+#: keys of a link's emulation (the data-plane contract's knobs)
+LINK_KEYS = (
+    "rate_mbps",
+    "queue_pkts",
+    "queue_bytes",
+    "delay_ms",
+    "jitter_ms",
+    "per",
+    "gilbert_elliott",
+    "shaper",
+    "schedule",
+)
+
+#: the bottleneck's settings are a link's (kept under this name for specs and readers)
+Bottleneck = LinkSpec
+__all__ = ["Bottleneck", "GilbertElliott", "ScheduleStep", "LinkSpec", "Spec", "SpecError", "load", "parse"]
 
 
 class SpecError(ValueError):
@@ -56,79 +87,30 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class GilbertElliott:
-    """Two-state bursty loss: per-packet transition and loss probabilities."""
-
-    p_gb: float
-    """Probability of moving from the good to the bad state, per packet."""
-    p_bg: float
-    """Probability of moving from the bad to the good state, per packet."""
-    loss_good: float
-    """Loss probability per packet in the good state."""
-    loss_bad: float
-    """Loss probability per packet in the bad state."""
-
-
-@dataclass(frozen=True)
-class ScheduleStep:
-    """At ``at_s`` seconds into the run, change the named bottleneck parameters."""
-
-    at_s: float
-    """Seconds from the start of traffic."""
-    rate_mbps: float | None = None
-    """New bottleneck rate, Mbit/s."""
-    per: float | None = None
-    """New i.i.d. random loss probability per wire packet."""
-    delay_ms: float | None = None
-    """New one-way delay, ms (netem kernels only)."""
-
-
-@dataclass(frozen=True)
-class Bottleneck:
-    """The emulated bottleneck link."""
-
-    rate_mbps: float
-    """Link rate, Mbit/s (10^6 bit/s)."""
-    queue_pkts: int | None = None
-    """Drop-tail queue limit in packets (exclusive with queue_bytes)."""
-    queue_bytes: int | None = None
-    """Drop-tail queue limit in bytes (exclusive with queue_pkts)."""
-    delay_ms: float = 0.0
-    """One-way delay added on the bottleneck, ms (needs netem)."""
-    jitter_ms: float = 0.0
-    """Delay jitter, ms (needs netem)."""
-    per: float = 0.0
-    """i.i.d. random loss probability per wire packet, in [0, 1]."""
-    gilbert_elliott: GilbertElliott | None = None
-    """Bursty loss instead of i.i.d. loss, when given."""
-    shaper: str = "htb"
-    """Rate limiter qdisc of the kernel target: htb or tbf."""
-    delay_fallback: str = "refuse"
-    """Where the kernel has no netem: refuse to run, or skip the delay (recorded)."""
-    schedule: tuple[ScheduleStep, ...] = ()
-    """Parameter changes while running, in time order."""
-
-    @property
-    def rate_bps(self) -> int:
-        return int(round(self.rate_mbps * 1e6))
-
-
-@dataclass(frozen=True)
 class Topology:
-    """Which network to build."""
+    """Which network to build: a preset's parameters, and the graph it expands into."""
 
-    kind: str = "dumbbell"
+    kind: str
     """Topology name; one of TOPOLOGIES."""
-    pairs: int = 2
+    graph: Graph
+    """Nodes and links (presets expand into one)."""
+    pairs: int = 0
     """Sender/receiver pairs (dumbbell): h1..hN send to r1..rN."""
+    hops: int = 0
+    """Bottlenecks in a row (parking_lot)."""
 
     @property
-    def senders(self) -> tuple[str, ...]:
-        return tuple(f"h{i}" for i in range(1, self.pairs + 1))
+    def hosts(self) -> tuple[str, ...]:
+        return self.graph.hosts
 
-    @property
-    def receivers(self) -> tuple[str, ...]:
-        return tuple(f"r{i}" for i in range(1, self.pairs + 1))
+    def describe(self) -> str:
+        """One line for titles: the preset and its size, or the graph's."""
+        if self.kind == "dumbbell":
+            return f"dumbbell x{self.pairs}"
+        if self.kind == "parking_lot":
+            return f"parking lot of {self.hops}"
+        g = self.graph
+        return f"graph of {len(g.hosts) + len(g.switches)} nodes, {len(g.emulated())} emulated links"
 
 
 @dataclass(frozen=True)
@@ -138,7 +120,7 @@ class Flow:
     id: str
     """Flow identifier used in every results file (f1, f2, ...)."""
     algo: str
-    """Congestion-control algorithm of the sender."""
+    """Congestion-control algorithm of the sender ("-" for UDP)."""
     src: str
     """Sending host."""
     dst: str
@@ -146,9 +128,25 @@ class Flow:
     start_s: float = 0.0
     """Start, seconds after traffic begins."""
     duration_s: float = 0.0
-    """How long it sends, seconds."""
+    """How long it sends at most, seconds."""
     kind: str = "tcp"
     """Traffic kind; one of FLOW_KINDS."""
+    bytes: int | None = None
+    """tcp: a finite transfer of this many bytes (its completion time is recorded); None: send for duration_s."""
+    rate_mbps: float = 0.0
+    """udp_onoff: sending rate while on, Mbit/s of UDP payload + headers on the wire."""
+    on_s: float = 0.0
+    """udp_onoff: mean length of an on period, seconds."""
+    off_s: float = 0.0
+    """udp_onoff: mean length of an off period, seconds (0: always on)."""
+    on_off: str = "fixed"
+    """udp_onoff: period lengths fixed or exponentially distributed (seeded)."""
+    segment: int = 0
+    """The L2 segment (subnet) the flow uses between its hosts."""
+
+    @property
+    def is_tcp(self) -> bool:
+        return self.kind == "tcp"
 
 
 @dataclass(frozen=True)
@@ -162,23 +160,33 @@ class Spec:
     duration_s: float
     """Length of the traffic phase, seconds."""
     dataplane: str
-    """Bottleneck target: kernel, bmv2 or tofino."""
+    """Data-plane target of the emulated links: kernel, bmv2 or tofino."""
     seed: int
-    """Seed of every random draw (loss)."""
+    """Seed of every random draw (loss, on/off periods)."""
     interval_s: float
     """Counter polling interval, seconds."""
     topology: Topology
     """The network."""
-    bottleneck: Bottleneck
-    """The emulated bottleneck."""
+    bottleneck: LinkSpec
+    """The first emulated link's settings (a preset's default for all of its bottlenecks)."""
     flows: tuple[Flow, ...] = field(default_factory=tuple)
     """The flows, expanded (one entry per flow)."""
+    delay_fallback: str = "refuse"
+    """Where no delay element can run: refuse to run, or skip the delay (recorded)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as parsed, for the manifest."""
 
     @property
     def algos(self) -> tuple[str, ...]:
-        return tuple(sorted({f.algo for f in self.flows}))
+        return tuple(sorted({f.algo for f in self.flows if f.is_tcp}))
+
+    @property
+    def graph(self) -> Graph:
+        return self.topology.graph
+
+    @property
+    def wants_delay(self) -> bool:
+        return any(lk.spec.has_delay for lk in self.graph.links)
 
 
 # --- validation helpers -----------------------------------------------------
@@ -262,85 +270,231 @@ def _prob(table: dict[str, Any], key: str, where: str, default: float | None = 0
 # --- sections ---------------------------------------------------------------
 
 
-def _topology(raw: dict[str, Any]) -> Topology:
-    t = _table(raw, "topology", "")
-    _check_keys(t, "topology", ("kind", "pairs"))
-    kind = _choice(t, "kind", "topology", "dumbbell", TOPOLOGIES)
-    pairs = _int(t, "pairs", "topology", 2, 1, MAX_PAIRS)
-    assert pairs is not None
-    return Topology(kind=kind, pairs=pairs)
-
-
-def _schedule(b: dict[str, Any], duration_s: float) -> tuple[ScheduleStep, ...]:
+def _schedule(b: dict[str, Any], where: str, duration_s: float) -> tuple[ScheduleStep, ...]:
     steps = b.get("schedule", [])
     if not isinstance(steps, list):
-        raise _fail("bottleneck.schedule", steps, "must be an array of tables")
+        raise _fail(f"{where}.schedule", steps, "must be an array of tables")
     out = []
     for i, step in enumerate(steps):
-        where = f"bottleneck.schedule[{i}]"
+        w = f"{where}.schedule[{i}]"
         if not isinstance(step, dict):
-            raise _fail(where, step, "must be a table like {at_s = 5, per = 0.01}")
-        _check_keys(step, where, ("at_s", "rate_mbps", "per", "delay_ms"))
-        at_s = _req_num(step, "at_s", where, lo=0.0, hi=duration_s, unit=" (s, within the run)")
-        rate = _num(step, "rate_mbps", where, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)")
-        per = _prob(step, "per", where, default=None)
-        delay = _num(step, "delay_ms", where, lo=0.0, hi=10_000.0, unit=" (ms)")
+            raise _fail(w, step, "must be a table like {at_s = 5, per = 0.01}")
+        _check_keys(step, w, ("at_s", "rate_mbps", "per", "delay_ms"))
+        at_s = _req_num(step, "at_s", w, lo=0.0, hi=duration_s, unit=" (s, within the run)")
+        rate = _num(step, "rate_mbps", w, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)")
+        per = _prob(step, "per", w, default=None)
+        delay = _num(step, "delay_ms", w, lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)")
         if rate is None and per is None and delay is None:
-            raise _fail(where, step, "changes nothing; give rate_mbps, per or delay_ms")
+            raise _fail(w, step, "changes nothing; give rate_mbps, per or delay_ms")
         out.append(ScheduleStep(at_s=at_s, rate_mbps=rate, per=per, delay_ms=delay))
     if [s.at_s for s in out] != sorted(s.at_s for s in out):
-        raise _fail("bottleneck.schedule", [s.at_s for s in out], "at_s must be in increasing order")
+        raise _fail(f"{where}.schedule", [s.at_s for s in out], "at_s must be in increasing order")
     return tuple(out)
 
 
-def _bottleneck(raw: dict[str, Any], duration_s: float) -> Bottleneck:
-    b = _table(raw, "bottleneck", "")
-    _check_keys(
-        b,
-        "bottleneck",
-        (
-            "rate_mbps",
-            "queue_pkts",
-            "queue_bytes",
-            "delay_ms",
-            "jitter_ms",
-            "per",
-            "gilbert_elliott",
-            "shaper",
-            "delay_fallback",
-            "schedule",
-        ),
-    )
-    rate = _req_num(b, "rate_mbps", "bottleneck", lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)")
-    qp = _int(b, "queue_pkts", "bottleneck", None, 1, 1_000_000)
-    qb = _int(b, "queue_bytes", "bottleneck", None, 1500, 1_000_000_000)
+def _link_spec(b: dict[str, Any], where: str, duration_s: float, *, rate_required: bool) -> LinkSpec:
+    """A link's emulation settings (LINK_KEYS of table `b`, already key-checked)."""
+    if rate_required:
+        rate: float | None = _req_num(b, "rate_mbps", where, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)")
+    else:
+        rate = _num(b, "rate_mbps", where, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)")
+    qp = _int(b, "queue_pkts", where, None, 1, 1_000_000)
+    qb = _int(b, "queue_bytes", where, None, 1500, 1_000_000_000)
     if qp is not None and qb is not None:
-        raise _fail("bottleneck.queue_bytes", qb, "give queue_pkts or queue_bytes, not both")
-    if qp is None and qb is None:
+        raise _fail(f"{where}.queue_bytes", qb, "give queue_pkts or queue_bytes, not both")
+    if qp is None and qb is None and rate is not None:
         qp = 100
     ge = None
     if "gilbert_elliott" in b:
-        g = _table(b, "gilbert_elliott", "bottleneck.")
-        where = "bottleneck.gilbert_elliott"
-        _check_keys(g, where, ("p_gb", "p_bg", "loss_good", "loss_bad"))
+        g = _table(b, "gilbert_elliott", f"{where}.")
+        w = f"{where}.gilbert_elliott"
+        _check_keys(g, w, ("p_gb", "p_bg", "loss_good", "loss_bad"))
         ge = GilbertElliott(
-            p_gb=_prob(g, "p_gb", where, 0.0) or 0.0,
-            p_bg=_prob(g, "p_bg", where, 1.0) or 0.0,
-            loss_good=_prob(g, "loss_good", where, 0.0) or 0.0,
-            loss_bad=_prob(g, "loss_bad", where, 1.0) or 0.0,
+            p_gb=_prob(g, "p_gb", w, 0.0) or 0.0,
+            p_bg=_prob(g, "p_bg", w, 1.0) or 0.0,
+            loss_good=_prob(g, "loss_good", w, 0.0) or 0.0,
+            loss_bad=_prob(g, "loss_bad", w, 1.0) or 0.0,
         )
-    return Bottleneck(
+    ls = LinkSpec(
         rate_mbps=rate,
         queue_pkts=qp,
         queue_bytes=qb,
-        delay_ms=_num(b, "delay_ms", "bottleneck", default=0.0, lo=0.0, hi=10_000.0, unit=" (ms)") or 0.0,
-        jitter_ms=_num(b, "jitter_ms", "bottleneck", default=0.0, lo=0.0, hi=10_000.0, unit=" (ms)") or 0.0,
-        per=_prob(b, "per", "bottleneck") or 0.0,
+        delay_ms=_num(b, "delay_ms", where, default=0.0, lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)") or 0.0,
+        jitter_ms=_num(b, "jitter_ms", where, default=0.0, lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)") or 0.0,
+        per=_prob(b, "per", where) or 0.0,
         gilbert_elliott=ge,
-        shaper=_choice(b, "shaper", "bottleneck", "htb", SHAPERS),
-        delay_fallback=_choice(b, "delay_fallback", "bottleneck", "refuse", DELAY_FALLBACKS),
-        schedule=_schedule(b, duration_s),
+        shaper=_choice(b, "shaper", where, "htb", SHAPERS),
+        schedule=_schedule(b, where, duration_s),
     )
+    if rate is None:
+        for key in ("queue_pkts", "queue_bytes", "per", "gilbert_elliott", "shaper"):
+            if key in b:
+                raise _fail(f"{where}.{key}", b[key], "needs rate_mbps: only a rate-limited link has a queue and loss")
+        if any(st.rate_mbps is not None or st.per is not None for st in ls.schedule):
+            raise _fail(f"{where}.schedule", b["schedule"], "changes rate or per on a link without rate_mbps")
+    return ls
+
+
+def _bottleneck(raw: dict[str, Any], duration_s: float, required: bool) -> tuple[LinkSpec | None, str]:
+    """The [bottleneck] table: a preset's settings for its bottleneck links; and the delay fallback."""
+    if "bottleneck" not in raw:
+        if required:
+            raise SpecError("spec error: bottleneck is missing: a preset topology needs a [bottleneck] table")
+        return None, "refuse"
+    b = _table(raw, "bottleneck", "")
+    _check_keys(b, "bottleneck", (*LINK_KEYS, "delay_fallback"))
+    fallback = _choice(b, "delay_fallback", "bottleneck", "refuse", DELAY_FALLBACKS)
+    return _link_spec(b, "bottleneck", duration_s, rate_required=True), fallback
+
+
+def _access_delays(t: dict[str, Any], hosts: tuple[str, ...]) -> dict[str, float]:
+    """topology.access_delay_ms = {h2 = 40}: one-way delay on a host's access link."""
+    table = _table(t, "access_delay_ms", "topology.")
+    out = {}
+    for host, value in table.items():
+        if host not in hosts:
+            raise _fail(f"topology.access_delay_ms.{host}", value, f"no such host; hosts: {', '.join(hosts)}")
+        out[host] = _req_num(table, host, "topology.access_delay_ms", lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)")
+    return out
+
+
+def _graph_links(t: dict[str, Any], duration_s: float) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Link, ...]]:
+    """kind = "graph": topology.hosts, topology.switches and [[topology.links]]."""
+    names: dict[str, tuple[str, ...]] = {}
+    for key in ("hosts", "switches"):
+        value = t.get(key)
+        if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+            raise _fail(f"topology.{key}", value, "must be a non-empty array of node names")
+        for x in value:
+            if not x or not all(c.isalnum() or c == "_" for c in x) or len(x) > 8 or not x[0].isalpha():
+                raise _fail(f"topology.{key}", x, "node names are 1-8 letters, digits or _, starting with a letter")
+        names[key] = tuple(value)
+    if len(names["hosts"]) + len(names["switches"]) > MAX_NODES:
+        raise _fail("topology", len(names["hosts"]) + len(names["switches"]), f"at most {MAX_NODES} nodes")
+    entries = t.get("links")
+    if not isinstance(entries, list) or not entries:
+        raise _fail("topology.links", entries, "needs at least one [[topology.links]] table")
+    links = []
+    for i, e in enumerate(entries):
+        where = f"topology.links[{i}]"
+        if not isinstance(e, dict):
+            raise _fail(where, e, 'must be a table like {a = "h1", b = "s1"}')
+        _check_keys(e, where, ("id", "a", "b", "both", *LINK_KEYS))
+        for end in ("a", "b"):
+            if not isinstance(e.get(end), str):
+                raise _fail(f"{where}.{end}", e.get(end), "must name a node")
+        lid = e.get("id", "")
+        if not isinstance(lid, str) or (lid and not lid.isidentifier()):
+            raise _fail(f"{where}.id", lid, "must be a name of letters, digits and _")
+        both = e.get("both", False)
+        if not isinstance(both, bool):
+            raise _fail(f"{where}.both", both, "must be true or false")
+        spec = _link_spec(e, where, duration_s, rate_required=False)
+        if both and not spec.emulated:
+            raise _fail(f"{where}.both", both, "needs rate_mbps (both directions of an emulated link)")
+        links.append(Link(lid, e["a"], e["b"], spec, both))
+    return names["hosts"], names["switches"], tuple(links)
+
+
+def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpec, str]:
+    t = _table(raw, "topology", "")
+    kind = _choice(t, "kind", "topology", "dumbbell", TOPOLOGIES)
+    preset_keys = {"dumbbell": ("pairs",), "parking_lot": ("hops",), "graph": ("hosts", "switches", "links")}
+    _check_keys(t, "topology", ("kind", "access_delay_ms", *preset_keys[kind]))
+    bottleneck, fallback = _bottleneck(raw, duration_s, required=kind != "graph")
+    try:
+        if kind == "graph":
+            if "access_delay_ms" in t:
+                raise _fail("topology.access_delay_ms", t["access_delay_ms"], "give delay_ms on the host's link")
+            if "links" in raw:
+                raise _fail("links", raw["links"], "[links.<id>] overrides a preset's links; give graph links here")
+            hosts, switches, links = _graph_links(t, duration_s)
+            from controller.network import _renumber
+
+            graph = Graph(hosts, switches, tuple(_renumber(list(links))))
+            emulated = graph.emulated()
+            if not emulated:
+                raise _fail("topology.links", "no rate_mbps", "at least one link must be emulated (rate_mbps)")
+            if bottleneck is not None:
+                raise _fail("bottleneck", raw["bottleneck"], "a graph gives each link its own settings")
+            return Topology(kind, graph), emulated[0].spec, fallback
+        assert bottleneck is not None
+        if kind == "dumbbell":
+            pairs = _int(t, "pairs", "topology", 2, 1, MAX_PAIRS)
+            assert pairs is not None
+            probe = dumbbell(pairs, bottleneck)
+            graph = dumbbell(pairs, bottleneck, _access_delays(t, probe.hosts))
+            topo = Topology(kind, _override(raw, graph, duration_s), pairs=pairs)
+        else:
+            hops = _int(t, "hops", "topology", 3, 1, MAX_HOPS)
+            assert hops is not None
+            probe = parking_lot(hops, bottleneck)
+            graph = parking_lot(hops, bottleneck, _access_delays(t, probe.hosts))
+            topo = Topology(kind, _override(raw, graph, duration_s), hops=hops)
+    except GraphError as exc:
+        raise SpecError(str(exc)) from None
+    return topo, topo.graph.emulated()[0].spec, fallback
+
+
+def _override(raw: dict[str, Any], graph: Graph, duration_s: float) -> Graph:
+    """[links.<id>]: one preset link's settings instead of [bottleneck]'s."""
+    table = _table(raw, "links", "")
+    if not table:
+        return graph
+    by_id = {lk.id: lk for lk in graph.links}
+    links = list(graph.links)
+    for lid, value in table.items():
+        where = f"links.{lid}"
+        if lid not in by_id:
+            raise _fail(where, value, f"no such link in this topology; links: {', '.join(by_id)}")
+        if not isinstance(value, dict):
+            raise _fail(where, value, "must be a table of link settings")
+        _check_keys(value, where, (*LINK_KEYS, "both"))
+        old = by_id[lid]
+        both = value.get("both", old.both)
+        if not isinstance(both, bool):
+            raise _fail(f"{where}.both", both, "must be true or false")
+        merged = {**_link_table(old.spec), **value}
+        merged.pop("both", None)
+        spec = _link_spec(merged, where, duration_s, rate_required=False)
+        links[links.index(old)] = Link(lid, old.a, old.b, spec, both)
+    return Graph(graph.hosts, graph.switches, tuple(links), kind=graph.kind)
+
+
+def _link_table(ls: LinkSpec) -> dict[str, Any]:
+    """A LinkSpec back as the TOML keys that would give it (to merge an override into)."""
+    out: dict[str, Any] = {}
+    if ls.rate_mbps is not None:
+        out["rate_mbps"] = ls.rate_mbps
+        out["shaper"] = ls.shaper
+        out["per"] = ls.per
+        if ls.queue_bytes is not None:
+            out["queue_bytes"] = ls.queue_bytes
+        else:
+            out["queue_pkts"] = ls.queue_pkts
+    out["delay_ms"], out["jitter_ms"] = ls.delay_ms, ls.jitter_ms
+    if ls.gilbert_elliott is not None:
+        out["gilbert_elliott"] = dict(vars(ls.gilbert_elliott))
+    if ls.schedule:
+        out["schedule"] = [{k: v for k, v in vars(st).items() if v is not None} for st in ls.schedule]
+    return out
+
+
+FLOW_KEYS = (
+    "algo",
+    "src",
+    "dst",
+    "start_s",
+    "duration_s",
+    "count",
+    "kind",
+    "bytes",
+    "rate_mbps",
+    "on_s",
+    "off_s",
+    "on_off",
+    "access_delay_ms",
+)
 
 
 def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow, ...]:
@@ -348,22 +502,23 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
     if not isinstance(entries, list) or not entries:
         raise _fail("flows", entries, "needs at least one [[flows]] table")
     known = CCLAB_ALGOS + KERNEL_ALGOS
+    hosts = topo.graph.hosts
     out: list[Flow] = []
     for i, f in enumerate(entries):
         where = f"flows[{i}]"
         if not isinstance(f, dict):
             raise _fail(where, f, "must be a table")
-        _check_keys(f, where, ("algo", "src", "dst", "start_s", "duration_s", "count", "kind"))
-        algo = f.get("algo")
-        if algo not in known:
-            raise _fail(f"{where}.algo", algo, f"unknown algorithm; known: {', '.join(known)}")
+        _check_keys(f, where, FLOW_KEYS)
+        kind = _choice(f, "kind", where, "tcp", FLOW_KINDS)
         src, dst = f.get("src"), f.get("dst")
-        if src not in topo.senders:
-            raise _fail(f"{where}.src", src, f"no such sender in this topology; senders: {', '.join(topo.senders)}")
-        if dst not in topo.receivers:
-            raise _fail(
-                f"{where}.dst", dst, f"no such receiver in this topology; receivers: {', '.join(topo.receivers)}"
-            )
+        for end, name in (("src", src), ("dst", dst)):
+            if name not in hosts:
+                raise _fail(f"{where}.{end}", name, f"no such host in this topology; hosts: {', '.join(hosts)}")
+        if src == dst:
+            raise _fail(f"{where}.dst", dst, "must differ from src")
+        shared = topo.graph.shared_segments(str(src), str(dst))
+        if not shared:
+            raise _fail(f"{where}.dst", dst, f"no route from {src}: the two hosts share no switch group")
         start = _num(f, "start_s", where, default=0.0, lo=0.0, hi=duration_s, unit=" (s, within the run)") or 0.0
         if start >= duration_s:
             raise _fail(f"{where}.start_s", start, f"must be < duration_s ({duration_s:g})")
@@ -372,16 +527,58 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
         if start + dur > duration_s + 1e-9:
             raise _fail(f"{where}.duration_s", dur, f"start_s + duration_s must be <= duration_s ({duration_s:g})")
         count = _int(f, "count", where, 1, 1, 64)
-        kind = _choice(f, "kind", where, "tcp", FLOW_KINDS)
         assert count is not None
+        extra: dict[str, Any] = {}
+        if kind == "tcp":
+            algo = f.get("algo")
+            if algo not in known:
+                raise _fail(f"{where}.algo", algo, f"unknown algorithm; known: {', '.join(known)}")
+            for key in ("rate_mbps", "on_s", "off_s", "on_off"):
+                if key in f:
+                    raise _fail(f"{where}.{key}", f[key], 'is for kind = "udp_onoff" flows')
+            extra["bytes"] = _int(f, "bytes", where, None, 1, 1 << 40)
+        else:
+            if "algo" in f or "bytes" in f:
+                key = "algo" if "algo" in f else "bytes"
+                raise _fail(f"{where}.{key}", f[key], 'is for kind = "tcp" flows')
+            algo = "-"
+            extra["rate_mbps"] = _req_num(
+                f, "rate_mbps", where, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)"
+            )
+            extra["on_s"] = _num(f, "on_s", where, default=dur, lo=0.0, lo_open=True, unit=" (s)")
+            extra["off_s"] = _num(f, "off_s", where, default=0.0, lo=0.0, unit=" (s)")
+            extra["on_off"] = _choice(f, "on_off", where, "fixed", ON_OFF_DISTRIBUTIONS)
         for _ in range(count):
-            out.append(Flow(f"f{len(out) + 1}", str(algo), str(src), str(dst), start, dur, kind))
+            out.append(
+                Flow(f"f{len(out) + 1}", str(algo), str(src), str(dst), start, dur, kind, segment=shared[0], **extra)
+            )
     return tuple(out)
+
+
+def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]:
+    """flows[i].access_delay_ms: the delay of that flow's sender's access link (one value per host)."""
+    out: dict[str, float] = {}
+    for i, f in enumerate(raw.get("flows", [])):
+        if not isinstance(f, dict) or "access_delay_ms" not in f:
+            continue
+        where = f"flows[{i}]"
+        if topo.kind == "graph":
+            raise _fail(f"{where}.access_delay_ms", f["access_delay_ms"], "give delay_ms on the host's link")
+        value = _req_num(f, "access_delay_ms", where, lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)")
+        src = str(f.get("src"))
+        if out.get(src, value) != value:
+            raise _fail(f"{where}.access_delay_ms", value, f"another flow from {src} gives {out[src]:g}; one per host")
+        out[src] = value
+    return out
 
 
 def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     """Validate a parsed TOML document into a Spec, or raise SpecError."""
-    _check_keys(raw, "", ("name", "duration_s", "dataplane", "seed", "interval_s", "topology", "bottleneck", "flows"))
+    _check_keys(
+        raw,
+        "",
+        ("name", "duration_s", "dataplane", "seed", "interval_s", "topology", "bottleneck", "links", "flows"),
+    )
     name = raw.get("name", path.stem if path else "run")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise _fail("name", name, "must be a non-empty string of letters, digits, - and _")
@@ -390,7 +587,11 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     seed = _int(raw, "seed", "", 1, 0, 2**63 - 1)
     interval = _num(raw, "interval_s", "", default=0.1, lo=0.01, hi=10.0, unit=" (s)")
     assert seed is not None and interval is not None
-    topo = _topology(raw)
+    topo, first, fallback = _topology(raw, duration)
+    flows = _flows(raw, topo, duration)
+    delays = _flow_access_delays(raw, topo)
+    if delays:
+        topo = _with_access_delays(topo, delays)
     return Spec(
         name=name,
         path=path,
@@ -399,10 +600,26 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         seed=seed,
         interval_s=interval,
         topology=topo,
-        bottleneck=_bottleneck(raw, duration),
-        flows=_flows(raw, topo, duration),
+        bottleneck=first,
+        flows=flows,
+        delay_fallback=fallback,
         raw=raw,
     )
+
+
+def _with_access_delays(topo: Topology, delays: dict[str, float]) -> Topology:
+    g = topo.graph
+    links = []
+    for lk in g.links:
+        host = lk.a if lk.a in delays else lk.b if lk.b in delays else None
+        if host is not None and not lk.spec.emulated and (lk.a in g.switches or lk.b in g.switches):
+            old = lk.spec.delay_ms
+            if old and old != delays[host]:
+                raise _fail(f"topology.access_delay_ms.{host}", old, f"and a flow's access_delay_ms {delays[host]:g}")
+            lk = Link(lk.id, lk.a, lk.b, LinkSpec(delay_ms=delays[host]), lk.both)
+        links.append(lk)
+    graph = Graph(g.hosts, g.switches, tuple(links), kind=g.kind)
+    return Topology(topo.kind, graph, topo.pairs, topo.hops)
 
 
 def load(path: Path) -> Spec:

@@ -1,7 +1,10 @@
 """summary.json: the results contract (DESIGN.md), with the fidelity self-check.
 
-Throughput is the in-network view: wire bytes forwarded at the bottleneck
-egress per flow, over the flow's scheduled duration.  A run that misses its
+Throughput is the in-network view: wire bytes a flow got through the last
+emulated link of its path, over its scheduled duration (a finite transfer:
+over its completion time).  Each emulated link has its own entry in
+``links`` (per-flow counters, drops by cause, Jain's index over the flows
+that cross it); ``bottleneck`` repeats the first of them for old readers.  A run that misses its
 spec says so in ``fidelity`` instead of passing silently.
 """
 
@@ -10,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.dataplane import FlowCounters, Snapshot
+from controller.dataplane import FlowCounters
 from controller.metrics import binomial_interval, jain
 from controller.monitor import MonitoredFlow, Series
+from controller.network import LinkSpec
 from controller.spec import Spec
 
 #: achieved / configured rate of a saturated link (issue contract)
@@ -45,14 +49,14 @@ class Check:
         return {"value": self.value, "lo": self.lo, "hi": self.hi, "ok": self.ok, "note": self.note}
 
 
-def _window_rate(series: Series, start_s: float, end_s: float) -> tuple[float | None, float]:
+def _window_rate(rows: list[dict[str, Any]], start_s: float, end_s: float) -> tuple[float | None, float]:
     """Link rate over the polls in [start_s, end_s], time-weighted (bytes / seconds); and the share of polls
     that found a backlog.  Weighting by each interval's length keeps one late poll (and the short interval
     after it) from skewing the mean."""
     bits = secs = 0.0
     busy = n = 0
     prev_t = 0.0
-    for r in series.link:
+    for r in rows:
         t = r["t_s"]
         if start_s < t <= end_s + 1e-6:
             bits += r["link_bps"] * (t - prev_t)
@@ -65,82 +69,155 @@ def _window_rate(series: Series, start_s: float, end_s: float) -> tuple[float | 
     return bits / secs, busy / n
 
 
+def _link_entry(
+    lid: str,
+    ls: LinkSpec,
+    flows: list[MonitoredFlow],
+    series: Series,
+    complete: bool,
+    end_s: float,
+    checks: list[Check],
+    notes: list[str],
+    first_link: bool,
+) -> dict[str, Any]:
+    """One emulated link's whole-run figures, its per-flow counters, and its fidelity checks (named
+    "<link>.<check>"; the first link's without the prefix, as readers of one-bottleneck runs expect)."""
+    zero = FlowCounters()
+    pre = "" if first_link else f"{lid}."
+    last, first = series.last.get(lid), series.first.get(lid)
+    link = last.link if last else zero
+    link0 = first.link if first else zero
+    n_wire = (link.fwd_pkts + link.rnd_drop_pkts) - (link0.fwd_pkts + link0.rnd_drop_pkts)
+    k_lost = link.rnd_drop_pkts - link0.rnd_drop_pkts
+    rows = [r for r in series.link if r.get("link", lid) == lid]
+    achieved, busy = _window_rate(rows, min(WARMUP_S, end_s / 5), end_s)
+    per_changes = any(s.per is not None for s in ls.schedule) or ls.gilbert_elliott is not None
+    rate_changes = any(s.rate_mbps is not None for s in ls.schedule)
+    loss_interval = None
+    if not per_changes and n_wire:
+        loss_interval = binomial_interval(n_wire, ls.per)
+        checks.append(Check(f"{pre}random_drops_in_99pct_interval", k_lost, *loss_interval, note=f"n = {n_wire}"))
+    if complete and achieved is not None and not rate_changes:
+        if busy >= 0.5:
+            checks.append(Check(f"{pre}achieved_over_rate", round(achieved / ls.rate_bps, 4), *RATE_TOLERANCE))
+        else:
+            notes.append(
+                f"{lid}: link not saturated (queue busy in {busy:.0%} of intervals): achieved rate not checked"
+            )
+    per_flow: dict[str, dict[str, int]] = {}
+    tputs = []
+    for mf in flows:
+        if lid not in mf.links:
+            continue
+        c = last.flows.get(mf.key, zero) if last else zero
+        c0 = first.flows.get(mf.key, zero) if first else zero
+        per_flow[mf.id] = {
+            "bytes": c.fwd_bytes - c0.fwd_bytes,
+            "packets": c.fwd_pkts - c0.fwd_pkts,
+            "offered_bytes": c.enq_bytes - c0.enq_bytes,
+            "random_drops": c.rnd_drop_pkts - c0.rnd_drop_pkts,
+            "queue_drops": c.q_drop_pkts - c0.q_drop_pkts,
+        }
+        tputs.append(float(per_flow[mf.id]["bytes"]))
+    return {
+        "id": lid,
+        "rate_bps": ls.rate_bps,
+        "achieved_bps": None if achieved is None else round(achieved, 1),
+        "utilization": None if achieved is None else round(achieved / ls.rate_bps, 4),
+        "queue_pkts": ls.queue_pkts,
+        "queue_bytes": ls.queue_bytes,
+        "delay_ms": ls.delay_ms,
+        "per": ls.per,
+        "measured_loss": k_lost / n_wire if n_wire else None,
+        "loss_interval_99": loss_interval,
+        "random_drops": k_lost,
+        "queue_drops": link.q_drop_pkts - link0.q_drop_pkts,
+        "wire_packets": n_wire,
+        "shaper": ls.shaper,
+        "jain": jain(tputs),
+        "jain_flows": list(per_flow),
+        "flows": per_flow,
+    }
+
+
 def build(
     spec: Spec,
     flows: list[MonitoredFlow],
     series: Series,
     goodputs: dict[str, float | None],
     *,
+    paths: dict[str, tuple[list[str], float]],
+    traffic: dict[str, dict[str, Any]],
     complete: bool,
     reason: str | None,
     delay_applied: bool,
     cpu_busy: float | None,
     extra_notes: list[str],
 ) -> dict[str, Any]:
-    last: Snapshot | None = series.last
-    first: Snapshot | None = series.first
-    zero = FlowCounters()
+    """summary.json; ``paths``: flow -> (emulated links crossed, spec base RTT ms); ``traffic``: the
+    traffic generators' own reports (completion time, offered bytes)."""
     by_id = {f.id: f for f in spec.flows}
-    out_flows: list[dict[str, Any]] = []
     checks: list[Check] = []
+    notes = list(extra_notes)
+    end_s = max((f.start_s + f.duration_s for f in spec.flows), default=spec.duration_s)
+    emulated = {e.id: e.spec for e in spec.graph.emulated()}
+    links = [
+        _link_entry(lid, ls, flows, series, complete, end_s, checks, notes, i == 0)
+        for i, (lid, ls) in enumerate(emulated.items())
+    ]
+    by_link = {lk["id"]: lk for lk in links}
+    min_rtts: dict[str, float] = {}
+    for r in series.tcpinfo:
+        if r["min_rtt_us"]:
+            min_rtts[r["flow"]] = min(min_rtts.get(r["flow"], 1e18), r["min_rtt_us"] / 1000)
+    out_flows: list[dict[str, Any]] = []
     for mf in flows:
-        c = last.flows.get(mf.key, zero) if last else zero
-        c0 = first.flows.get(mf.key, zero) if first else zero
         sf = by_id[mf.id]
-        nbytes = c.fwd_bytes - c0.fwd_bytes
-        tput = nbytes * 8 / sf.duration_s
+        path, base_rtt = paths.get(mf.id, (list(mf.links), 0.0))
+        hops = [by_link[lid]["flows"][mf.id] for lid in path if lid in by_link]
+        at_end = hops[-1] if hops else {"bytes": 0, "packets": 0, "offered_bytes": 0}
+        rep = traffic.get(mf.id, {})
+        secs = rep.get("completion_s") or sf.duration_s
+        tput = at_end["bytes"] * 8 / secs
         gp = goodputs.get(mf.id)
+        min_rtt = min_rtts.get(mf.id)
         entry = {
             "id": mf.id,
+            "kind": sf.kind,
             "algo": mf.algo,
             "src": sf.src,
             "dst": sf.dst,
             "start_s": sf.start_s,
             "duration_s": sf.duration_s,
-            "five_tuple": [mf.key.src, mf.key.dst, mf.key.sport, mf.key.dport, "tcp"],
+            "five_tuple": [mf.key.src, mf.key.dst, mf.key.sport, mf.key.dport, "tcp" if sf.is_tcp else "udp"],
+            "path": path,
+            "base_rtt_ms": base_rtt if delay_applied else 0.0,
+            "min_rtt_ms": None if min_rtt is None else round(min_rtt, 3),
             "throughput_bps": round(tput, 1),
-            "bytes": nbytes,
-            "packets": c.fwd_pkts - c0.fwd_pkts,
-            "random_drops": c.rnd_drop_pkts - c0.rnd_drop_pkts,
-            "queue_drops": c.q_drop_pkts - c0.q_drop_pkts,
+            "bytes": at_end["bytes"],
+            "packets": at_end["packets"],
+            "random_drops": sum(h["random_drops"] for h in hops),
+            "queue_drops": sum(h["queue_drops"] for h in hops),
             "iperf_goodput_bps": gp,
+            "completion_s": rep.get("completion_s"),
+            "offered_bytes": rep.get("offered_bytes"),
         }
         out_flows.append(entry)
-        if complete and gp:
+        if complete and gp and sf.is_tcp:
             checks.append(Check(f"{mf.id}.throughput_over_goodput", round(tput / gp, 4), *GOODPUT_TOLERANCE))
-
-    b = spec.bottleneck
-    link = last.link if last else zero
-    link0 = first.link if first else zero
-    n_wire = (link.fwd_pkts + link.rnd_drop_pkts) - (link0.fwd_pkts + link0.rnd_drop_pkts)
-    k_lost = link.rnd_drop_pkts - link0.rnd_drop_pkts
-    measured_loss = k_lost / n_wire if n_wire else None
-    end_s = max((f.start_s + f.duration_s for f in spec.flows), default=spec.duration_s)
-    achieved, busy = _window_rate(series, min(WARMUP_S, end_s / 5), end_s)
-
-    per_changes = any(s.per is not None for s in b.schedule) or b.gilbert_elliott is not None
-    rate_changes = any(s.rate_mbps is not None for s in b.schedule)
-    loss_interval = None
-    if not per_changes and n_wire:
-        loss_interval = binomial_interval(n_wire, b.per)
-        checks.append(Check("random_drops_in_99pct_interval", k_lost, *loss_interval, note=f"n = {n_wire} packets"))
-    if complete and achieved is not None and not rate_changes:
-        if busy >= 0.5:
-            checks.append(Check("achieved_over_rate", round(achieved / b.rate_bps, 4), *RATE_TOLERANCE))
-        else:
-            extra_notes.append(f"link not saturated (queue busy in {busy:.0%} of intervals): achieved rate not checked")
-    if delay_applied:
-        rtts = [r["min_rtt_us"] for r in series.tcpinfo if r["min_rtt_us"]]
-        if rtts:
-            base_ms = min(rtts) / 1000
-            want = 2 * b.delay_ms
-            checks.append(Check("base_rtt_ms", round(base_ms, 3), want - RTT_TOLERANCE_MS, want + RTT_TOLERANCE_MS))
+        if delay_applied and min_rtt is not None:
+            lo, hi = base_rtt - RTT_TOLERANCE_MS, base_rtt + RTT_TOLERANCE_MS
+            checks.append(Check(f"{mf.id}.base_rtt_ms", round(min_rtt, 3), lo, hi, note=f"spec {base_rtt:g} ms"))
+    if delay_applied and min_rtts:
+        # the network's shortest RTT against the shortest base RTT of the spec's TCP flows
+        want = min(paths[f][1] for f in min_rtts if f in paths)
+        got = min(min_rtts.values())
+        checks.append(Check("base_rtt_ms", round(got, 3), want - RTT_TOLERANCE_MS, want + RTT_TOLERANCE_MS))
     if cpu_busy is not None:
         checks.append(Check("cpu_busy_fraction", round(cpu_busy, 3), None, CPU_BUSY_LIMIT))
 
     rates = [f["throughput_bps"] for f in out_flows]
-    interval_j = [r["jain"] for r in series.link if r["jain"] is not None]
-    notes = list(extra_notes)
+    interval_j = [r["jain"] for r in series.link if r["jain"] is not None and r.get("link", "l1") == links[0]["id"]]
     notes += [
         f"{c.name} = {c.value} outside [{c.lo}, {c.hi}]" + (f" ({c.note})" if c.note else "")
         for c in checks
@@ -148,31 +225,22 @@ def build(
     ]
     if not complete:
         notes.append(f"run incomplete: {reason}")
+    first = dict(links[0])
+    first.pop("flows")
+    first.pop("id")
+    first["delay_applied"] = delay_applied
     return {
         "spec": str(spec.path) if spec.path else None,
         "name": spec.name,
         "dataplane": spec.dataplane,
+        "topology": spec.topology.kind,
         "complete": complete,
         "reason": reason,
         "duration_s": spec.duration_s,
         "interval_s": spec.interval_s,
         "seed": spec.seed,
-        "bottleneck": {
-            "rate_bps": b.rate_bps,
-            "achieved_bps": None if achieved is None else round(achieved, 1),
-            "utilization": None if achieved is None else round(achieved / b.rate_bps, 4),
-            "queue_pkts": b.queue_pkts,
-            "queue_bytes": b.queue_bytes,
-            "delay_ms": b.delay_ms,
-            "delay_applied": delay_applied,
-            "per": b.per,
-            "measured_loss": measured_loss,
-            "loss_interval_99": loss_interval,
-            "random_drops": k_lost,
-            "queue_drops": link.q_drop_pkts - link0.q_drop_pkts,
-            "wire_packets": n_wire,
-            "shaper": b.shaper,
-        },
+        "bottleneck": first,
+        "links": links,
         "flows": out_flows,
         "jain": jain(rates),
         "jain_n": len(rates),

@@ -1,8 +1,10 @@
-"""iperf3 flows between Mininet hosts: one server per flow, readiness by polling.
+"""Traffic between Mininet hosts: iperf3 TCP flows and on-off UDP; readiness by polling.
 
 Each flow gets its own server port and a fixed client data port (--cport),
-so the data plane's 5-tuple counters name the flow exactly; iperf3's JSON is
-kept next to the results.
+so the data plane's 5-tuple counters name the flow exactly; each generator's
+own JSON is kept next to the results.  A TCP flow sends for its duration or
+transfers a fixed number of bytes (its completion time is recorded); an
+on-off UDP flow is hosts/udp_onoff.py.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import logging
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,13 +46,12 @@ def listening(pid: int, port: int) -> bool:
 
 
 @dataclass
-class IperfFlow:
-    """One TCP flow: iperf3 server on the receiver, client on the sender."""
+class _Generator:
+    """What every traffic generator shares: ports fixed by the flow number, output files, the two processes."""
 
     flow_id: str
     index: int
     """1-based flow number: fixes the ports."""
-    algo: str
     src_ip: str
     dst_ip: str
     duration_s: float
@@ -70,6 +72,41 @@ class IperfFlow:
         f = (self.out_dir / name).open("wb")
         self._files.append(f)
         return f
+
+    def done(self) -> bool:
+        return self.client is not None and self.client.poll() is not None
+
+    def stop(self) -> None:
+        """Stop both ends (SIGINT first, so each still writes its JSON)."""
+        for proc in (self.client, self.server):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in (self.client, self.server):
+            if proc is None:
+                continue
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for f in self._files:
+            f.close()
+        self._files.clear()
+
+    def _client_error(self) -> str | None:
+        if self.client is not None and self.client.returncode not in (0, None, -signal.SIGINT):
+            stderr = self.client.stderr.read().decode().strip() if self.client.stderr else ""
+            return stderr or f"exit {self.client.returncode}"
+        return None
+
+
+@dataclass
+class IperfFlow(_Generator):
+    """One TCP flow: iperf3 server on the receiver, client on the sender."""
+
+    algo: str = "cubic"
+    bytes_total: int | None = None
+    """Transfer this many bytes and stop (its completion time is recorded); None: send for duration_s."""
 
     def start_server(self, host: Any) -> None:
         args = ["iperf3", "-s", "-1", "-J", "-B", self.dst_ip, "-p", str(self.server_port)]
@@ -98,33 +135,12 @@ class IperfFlow:
             str(self.client_port),
             "-C",
             self.algo,
-            "-t",
-            f"{self.duration_s:g}",
+            *(["-n", str(self.bytes_total)] if self.bytes_total else ["-t", f"{self.duration_s:g}"]),
             "-J",
             "--connect-timeout",
             "3000",
         ]
         self.client = host.popen(args, stdout=self._out(f"{self.flow_id}.client.json"), stderr=subprocess.PIPE)
-
-    def done(self) -> bool:
-        return self.client is not None and self.client.poll() is not None
-
-    def stop(self) -> None:
-        """Stop both ends (SIGINT first, so iperf3 still writes its JSON)."""
-        for proc in (self.client, self.server):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc in (self.client, self.server):
-            if proc is None:
-                continue
-            try:
-                proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for f in self._files:
-            f.close()
-        self._files.clear()
 
     def result(self) -> dict[str, Any]:
         """The client's JSON: sender and receiver totals."""
@@ -135,6 +151,14 @@ class IperfFlow:
             return {}
         return data
 
+    def report(self) -> dict[str, Any]:
+        """What summary.json records of the generator's own view: a finite transfer's completion time."""
+        if not self.bytes_total:
+            return {}
+        sent = self.result().get("end", {}).get("sum_sent", {})
+        done = sent.get("bytes", 0) >= self.bytes_total
+        return {"completion_s": float(sent["seconds"]) if done and "seconds" in sent else None}
+
     def goodput_bps(self) -> float | None:
         end = self.result().get("end", {})
         rx = end.get("sum_received", {})
@@ -144,8 +168,67 @@ class IperfFlow:
     def error(self) -> str | None:
         err = self.result().get("error")
         if err:
-            return str(err)
-        if self.client is not None and self.client.returncode not in (0, None, -signal.SIGINT):
-            stderr = self.client.stderr.read().decode().strip() if self.client.stderr else ""
-            return stderr or f"iperf3 exit {self.client.returncode}"
-        return None
+            return f"iperf3: {err}"
+        bad = self._client_error()
+        return None if bad is None else f"iperf3: {bad}"
+
+
+UDP_TOOL = Path(__file__).resolve().parent / "udp_onoff.py"
+
+
+@dataclass
+class UdpOnOffFlow(_Generator):
+    """Constant-rate UDP with on and off periods (hosts/udp_onoff.py): a sink on the receiver, a sender."""
+
+    rate_bps: int = 0
+    on_s: float = 0.0
+    off_s: float = 0.0
+    on_off: str = "fixed"
+    seed: int = 1
+
+    def start_server(self, host: Any) -> None:
+        args = [sys.executable, str(UDP_TOOL), "sink", self.dst_ip, str(self.server_port)]
+        self.server = host.popen(args, stdout=self._out(f"{self.flow_id}.sink.json"), stderr=subprocess.PIPE)
+
+    def wait_server(self, timeout_s: float = 5.0) -> None:
+        assert self.server is not None
+        path = self.out_dir / f"{self.flow_id}.sink.json"
+        deadline = time.monotonic() + timeout_s
+        while not path.read_bytes().startswith(b'{"ready"'):
+            if self.server.poll() is not None:
+                raise TrafficError(f"{self.flow_id}: UDP sink exited ({self.server.returncode})")
+            if time.monotonic() > deadline:
+                raise TrafficError(f"{self.flow_id}: UDP sink not bound after {timeout_s:g} s")
+            time.sleep(0.01)
+
+    def start_client(self, host: Any) -> None:
+        args = [
+            sys.executable, str(UDP_TOOL), "send", self.src_ip, str(self.client_port), self.dst_ip,
+            str(self.server_port), "--rate-bps", str(self.rate_bps), "--duration-s", f"{self.duration_s:g}",
+            "--on-s", f"{self.on_s:g}", "--off-s", f"{self.off_s:g}", "--on-off", self.on_off, "--seed", str(self.seed),
+        ]  # fmt: skip
+        self.client = host.popen(args, stdout=self._out(f"{self.flow_id}.send.json"), stderr=subprocess.PIPE)
+
+    def _json(self, name: str) -> dict[str, Any]:
+        try:
+            lines = (self.out_dir / f"{self.flow_id}.{name}.json").read_text().splitlines()
+            data: dict[str, Any] = json.loads(lines[-1])
+            return data
+        except (OSError, ValueError, IndexError):
+            return {}
+
+    def result(self) -> dict[str, Any]:
+        """The sender's report: on periods [(start_s, end_s, bytes)], totals, the seed."""
+        return self._json("send")
+
+    def report(self) -> dict[str, Any]:
+        return {"offered_bytes": self.result().get("wire_bytes")}
+
+    def goodput_bps(self) -> float | None:
+        """The sink's received payload rate over the flow's duration."""
+        got = self._json("sink").get("bytes")
+        return None if got is None else got * 8 / self.duration_s
+
+    def error(self) -> str | None:
+        bad = self._client_error()
+        return None if bad is None else f"udp_onoff: {bad}"

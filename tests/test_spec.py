@@ -57,7 +57,7 @@ def test_demo_spec_is_valid() -> None:
         ('algo = "cubic"', 'algo = "cubik"', "flows[0].algo", "cubik"),
         ("rate_mbps = 10", "rate_mbps = 10\nqueue_pkt = 5", "bottleneck.queue_pkt", "5"),
         ('dst = "r1"', 'dst = "r9"', "flows[0].dst", "r9"),
-        ('src = "h1"', 'src = "r1"', "flows[0].src", "r1"),
+        ('src = "h1"', 'src = "h9"', "flows[0].src", "h9"),
         ("duration_s = 5", "duration_s = 0", "duration_s", "0"),
         ("pairs = 2", "pairs = 0", "topology.pairs", "0"),
         ("rate_mbps = 10", 'rate_mbps = "fast"', "bottleneck.rate_mbps", "fast"),

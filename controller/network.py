@@ -1,0 +1,362 @@
+"""The network as a graph: hosts, switches and links; any link may be emulated.
+
+A spec names a preset (dumbbell, parking_lot) or lists nodes and links itself;
+presets expand into the same `Graph`, so one code path builds, addresses,
+routes, programs and measures every network.
+
+- An *emulated* link has a rate (and queue, loss, schedule): the data-plane
+  contract applies to it in its direction a -> b, or in both directions, and
+  it is measured.  Each emulated direction is one `EmulatedLink` ("l1" for
+  a -> b; "l1r" for b -> a when both are emulated).
+- Any link may have a one-way delay (both directions: propagation is
+  symmetric) with or without a rate; a host's access link with a delay gives
+  the flows of that host their own base RTT.
+- Switches are Linux bridges, so each connected piece of switches is one L2
+  segment with its own subnet 10.<segment>.0.0/16; a host gets one address per
+  segment it attaches to.  A loop inside a segment is refused (bridges would
+  flood it).  A flow's path is the tree path between its hosts in a segment
+  they share.
+
+Pure Python: validated before anything is built; `mininet/topologies.py`
+builds it and `controller.runner` programs and measures it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+#: the kinds of node a graph has
+HOST, SWITCH = "host", "switch"
+#: address group per host-name prefix: senders 10.S.1.n, receivers 10.S.2.n, others 10.S.3.n
+ADDRESS_GROUPS = {"h": 1, "r": 2}
+OTHER_GROUP = 3
+MAX_HOSTS_PER_GROUP = 254
+MAX_SEGMENTS = 255
+
+
+class GraphError(ValueError):
+    """The network cannot be built: the message is one line naming the field and value."""
+
+
+@dataclass(frozen=True)
+class GilbertElliott:
+    """Two-state bursty loss: per-packet transition and loss probabilities."""
+
+    p_gb: float
+    """Probability of moving from the good to the bad state, per packet."""
+    p_bg: float
+    """Probability of moving from the bad to the good state, per packet."""
+    loss_good: float
+    """Loss probability per packet in the good state."""
+    loss_bad: float
+    """Loss probability per packet in the bad state."""
+
+
+@dataclass(frozen=True)
+class ScheduleStep:
+    """At ``at_s`` seconds into the run, change the named link parameters."""
+
+    at_s: float
+    """Seconds from the start of traffic."""
+    rate_mbps: float | None = None
+    """New link rate, Mbit/s."""
+    per: float | None = None
+    """New i.i.d. random loss probability per wire packet."""
+    delay_ms: float | None = None
+    """New one-way delay, ms."""
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """What a link emulates: the data-plane contract's knobs (rate None: a plain or delay-only link)."""
+
+    rate_mbps: float | None = None
+    """Link rate, Mbit/s (10^6 bit/s); None: not rate-limited, not measured."""
+    queue_pkts: int | None = None
+    """Drop-tail queue limit in packets (exclusive with queue_bytes)."""
+    queue_bytes: int | None = None
+    """Drop-tail queue limit in bytes (exclusive with queue_pkts)."""
+    delay_ms: float = 0.0
+    """One-way delay, ms, in both directions."""
+    jitter_ms: float = 0.0
+    """Delay jitter, ms."""
+    per: float = 0.0
+    """i.i.d. random loss probability per wire packet, in [0, 1]."""
+    gilbert_elliott: GilbertElliott | None = None
+    """Bursty loss instead of i.i.d. loss, when given."""
+    shaper: str = "htb"
+    """Rate limiter qdisc of the kernel target: htb or tbf."""
+    schedule: tuple[ScheduleStep, ...] = ()
+    """Parameter changes while running, in time order."""
+
+    @property
+    def rate_bps(self) -> int:
+        return int(round((self.rate_mbps or 0.0) * 1e6))
+
+    @property
+    def emulated(self) -> bool:
+        return self.rate_mbps is not None
+
+    @property
+    def has_delay(self) -> bool:
+        return self.delay_ms > 0 or self.jitter_ms > 0 or any(s.delay_ms for s in self.schedule)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link of the graph between nodes a and b."""
+
+    id: str
+    """l1, l2, ... (in spec order), or the spec's own name."""
+    a: str
+    b: str
+    spec: LinkSpec = field(default_factory=LinkSpec)
+    both: bool = False
+    """Emulate rate, queue and loss in both directions (b -> a as link id + "r")."""
+
+
+@dataclass(frozen=True)
+class EmulatedLink:
+    """One emulated direction of a link: src -> dst, measured under its own id."""
+
+    id: str
+    link: Link
+    src: str
+    dst: str
+
+    @property
+    def spec(self) -> LinkSpec:
+        return self.link.spec
+
+
+@dataclass
+class Graph:
+    """Nodes and links; derived: segments, addresses, paths."""
+
+    hosts: tuple[str, ...]
+    switches: tuple[str, ...]
+    links: tuple[Link, ...]
+    kind: str = "graph"
+    """The preset it came from (dumbbell, parking_lot) or "graph"."""
+    segment_of: dict[str, int] = field(default_factory=dict, init=False)
+    """switch -> its L2 segment number."""
+    addresses: dict[tuple[str, int], str] = field(default_factory=dict, init=False)
+    """(host, segment) -> IPv4 address."""
+    _adj: dict[str, list[tuple[str, Link]]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._check_nodes()
+        for n in (*self.hosts, *self.switches):
+            self._adj[n] = []
+        for link in self.links:
+            self._adj[link.a].append((link.b, link))
+            self._adj[link.b].append((link.a, link))
+        self._segments()
+        self._address()
+
+    # --- validation --------------------------------------------------------
+
+    def _check_nodes(self) -> None:
+        seen: set[str] = set()
+        for n in (*self.hosts, *self.switches):
+            if n in seen:
+                raise GraphError(f"spec error: topology node {n!r} is named twice")
+            seen.add(n)
+        pairs: dict[frozenset[str], str] = {}
+        ids: set[str] = set()
+        for i, link in enumerate(self.links):
+            where = f"topology.links[{i}]"
+            for end in ("a", "b"):
+                name = getattr(link, end)
+                if name not in seen:
+                    raise GraphError(
+                        f"spec error: {where}.{end} = {name!r}: no such node; nodes: {', '.join(sorted(seen))}"
+                    )
+            if link.a == link.b:
+                raise GraphError(f"spec error: {where}.b = {link.b!r}: a link joins two different nodes")
+            pair = frozenset((link.a, link.b))
+            if pair in pairs:
+                raise GraphError(
+                    f"spec error: {where} = {link.a}-{link.b}: duplicate link (already {pairs[pair]}); "
+                    "one link per pair of nodes"
+                )
+            pairs[pair] = link.id
+            if link.id in ids or link.id + "r" in ids:
+                raise GraphError(f"spec error: {where}.id = {link.id!r}: link ids must be unique")
+            ids.add(link.id)
+            if link.both:
+                ids.add(link.id + "r")
+            if link.a in self.hosts and link.b in self.hosts:
+                raise GraphError(f"spec error: {where} = {link.a}-{link.b}: hosts connect through a switch")
+        for h in self.hosts:
+            if not any(h in (link.a, link.b) for link in self.links):
+                raise GraphError(f"spec error: topology host {h!r} has no link")
+
+    def _segments(self) -> None:
+        """Number the L2 segments (connected switches) and refuse loops inside one."""
+        seg = 0
+        for start in self.switches:
+            if start in self.segment_of:
+                continue
+            if seg >= MAX_SEGMENTS:
+                raise GraphError(f"spec error: topology has more than {MAX_SEGMENTS} separate switch groups")
+            self.segment_of[start] = seg
+            queue: deque[tuple[str, Link | None]] = deque([(start, None)])
+            while queue:
+                node, via = queue.popleft()
+                for peer, link in self._adj[node]:
+                    if peer not in self.switches or link is via:
+                        continue
+                    if peer in self.segment_of:
+                        # breadth-first: a second way into a numbered switch closes a cycle
+                        raise GraphError(
+                            f"spec error: topology link {link.id} = {link.a}-{link.b} closes a loop of "
+                            "switches; Linux bridges would flood it (use hosts with one interface per path)"
+                        )
+                    self.segment_of[peer] = seg
+                    queue.append((peer, link))
+            seg += 1
+
+    def _address(self) -> None:
+        counters: dict[tuple[int, int], int] = {}
+        for h in self.hosts:
+            group = ADDRESS_GROUPS.get(h[:1], OTHER_GROUP)
+            for peer, _link in self._adj[h]:
+                if peer not in self.switches:
+                    continue
+                seg = self.segment_of[peer]
+                if (h, seg) in self.addresses:
+                    raise GraphError(f"spec error: host {h!r} has two links into one switch group (segment {seg})")
+                n = counters.get((seg, group), 0) + 1
+                if n > MAX_HOSTS_PER_GROUP:
+                    raise GraphError(f"spec error: more than {MAX_HOSTS_PER_GROUP} hosts named {h[:1]}* in a segment")
+                counters[(seg, group)] = n
+                self.addresses[(h, seg)] = f"10.{seg}.{group}.{n}"
+
+    # --- derived -----------------------------------------------------------
+
+    def host_segments(self, host: str) -> list[int]:
+        return sorted(seg for (h, seg) in self.addresses if h == host)
+
+    def shared_segments(self, a: str, b: str) -> list[int]:
+        return sorted(set(self.host_segments(a)) & set(self.host_segments(b)))
+
+    def intf_index(self, node: str, link: Link) -> int:
+        """Mininet's interface number of `node` on `link` (links are added in graph order)."""
+        return [lk for _peer, lk in self._adj[node]].index(link)
+
+    def path(self, src: str, dst: str, segment: int) -> list[tuple[Link, str, str]]:
+        """The links from src to dst inside one segment, each as (link, from_node, to_node)."""
+        prev: dict[str, tuple[str, Link] | None] = {src: None}
+        queue = deque([src])
+        while queue:
+            node = queue.popleft()
+            if node == dst:
+                break
+            for peer, link in self._adj[node]:
+                if peer in prev:
+                    continue
+                if peer != dst and (peer not in self.switches or self.segment_of[peer] != segment):
+                    continue
+                prev[peer] = (node, link)
+                queue.append(peer)
+        if dst not in prev:
+            raise GraphError(f"spec error: no path from {src} to {dst} in segment {segment}")
+        hops: list[tuple[Link, str, str]] = []
+        node = dst
+        while (step := prev[node]) is not None:
+            before, link = step
+            hops.append((link, before, node))
+            node = before
+        return hops[::-1]
+
+    def link_segment(self, link: Link) -> int:
+        """The segment a link belongs to (every link has a switch at one end at least)."""
+        return self.segment_of[link.a if link.a in self.segment_of else link.b]
+
+    def side(self, link: Link, node: str) -> set[str]:
+        """The hosts reachable from `node` without crossing `link` (in its segment)."""
+        seg = self.link_segment(link)
+        seen, queue = {node}, deque([node])
+        while queue:
+            n = queue.popleft()
+            for peer, lk in self._adj[n]:
+                if lk is link or peer in seen:
+                    continue
+                if peer in self.switches and self.segment_of[peer] != seg:
+                    continue
+                seen.add(peer)
+                if peer in self.switches:
+                    queue.append(peer)
+        return {n for n in seen if n in self.hosts}
+
+    def emulated(self) -> list[EmulatedLink]:
+        """Every emulated direction, in link order (a -> b first)."""
+        out = []
+        for link in self.links:
+            if link.spec.emulated:
+                out.append(EmulatedLink(link.id, link, link.a, link.b))
+                if link.both:
+                    out.append(EmulatedLink(link.id + "r", link, link.b, link.a))
+        return out
+
+    def emulated_on(self, hops: Iterable[tuple[Link, str, str]]) -> list[EmulatedLink]:
+        """The emulated directions a path crosses, in order."""
+        by_dir = {(e.link.id, e.src): e for e in self.emulated()}
+        return [e for link, a, _b in hops if (e := by_dir.get((link.id, a))) is not None]
+
+    def base_rtt_ms(self, hops: Iterable[tuple[Link, str, str]]) -> float:
+        """Twice the one-way delays along a path (the spec's RTT before any queueing)."""
+        return 2 * sum(link.spec.delay_ms for link, _a, _b in hops)
+
+
+# --- presets -----------------------------------------------------------------
+
+
+def dumbbell(pairs: int, bottleneck: LinkSpec, access: dict[str, float] | None = None) -> Graph:
+    """h1..hN -- s1 == l1 == s2 -- r1..rN; the bottleneck emulated s1 -> s2."""
+    hosts = [f"h{i}" for i in range(1, pairs + 1)] + [f"r{i}" for i in range(1, pairs + 1)]
+    links = [Link("l1", "s1", "s2", bottleneck)]
+    links += _access([(f"h{i}", "s1") for i in range(1, pairs + 1)], access)
+    links += _access([(f"r{i}", "s2") for i in range(1, pairs + 1)], access)
+    return Graph(_interleave(hosts, pairs), ("s1", "s2"), tuple(_renumber(links)), kind="dumbbell")
+
+
+def parking_lot(hops: int, bottleneck: LinkSpec, access: dict[str, float] | None = None) -> Graph:
+    """s1 == l1 == s2 == l2 == ... s(k+1); the long flow's hosts h0 at s1 and r0 at s(k+1), and one
+    cross pair per bottleneck, hi at si and ri at s(i+1)."""
+    switches = tuple(f"s{i}" for i in range(1, hops + 2))
+    links = [Link(f"l{i}", f"s{i}", f"s{i + 1}", bottleneck) for i in range(1, hops + 1)]
+    attach = [("h0", "s1"), ("r0", f"s{hops + 1}")]
+    for i in range(1, hops + 1):
+        attach += [(f"h{i}", f"s{i}"), (f"r{i}", f"s{i + 1}")]
+    links += _access(attach, access)
+    hosts = tuple(h for h, _s in attach)
+    return Graph(hosts, switches, tuple(_renumber(links)), kind="parking_lot")
+
+
+def _access(attach: list[tuple[str, str]], access: dict[str, float] | None) -> list[Link]:
+    delays = access or {}
+    return [Link("", h, s, LinkSpec(delay_ms=delays.get(h, 0.0))) for h, s in attach]
+
+
+def _renumber(links: list[Link]) -> list[Link]:
+    """Give unnamed links the next free l<n> after the named ones."""
+    used = {lk.id for lk in links if lk.id}
+    n, out = 0, []
+    for lk in links:
+        if not lk.id:
+            n += 1
+            while f"l{n}" in used:
+                n += 1
+            used.add(f"l{n}")
+            lk = Link(f"l{n}", lk.a, lk.b, lk.spec, lk.both)
+        out.append(lk)
+    return out
+
+
+def _interleave(hosts: list[str], pairs: int) -> tuple[str, ...]:
+    """h1, r1, h2, r2, ...: the order Mininet creates them in (for stable interface names)."""
+    return tuple(x for i in range(pairs) for x in (hosts[i], hosts[pairs + i]))

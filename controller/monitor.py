@@ -105,6 +105,7 @@ def _flow_row(
         "flow": flow.id,
         "algo": flow.algo,
         "bytes": now.fwd_bytes - was.fwd_bytes,
+        "offered_bytes": now.enq_bytes - was.enq_bytes,
         "rate_bps": round(r, 1),
         "pkts": now.fwd_pkts - was.fwd_pkts,
         "random_drops": now.rnd_drop_pkts - was.rnd_drop_pkts,

@@ -588,6 +588,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     interval = _num(raw, "interval_s", "", default=0.1, lo=0.01, hi=10.0, unit=" (s)")
     assert seed is not None and interval is not None
     topo, first, fallback = _topology(raw, duration)
+    _check_emulation(topo.graph, dataplane)
     flows = _flows(raw, topo, duration)
     delays = _flow_access_delays(raw, topo)
     if delays:
@@ -605,6 +606,20 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         delay_fallback=fallback,
         raw=raw,
     )
+
+
+def _check_emulation(graph: Graph, dataplane: str) -> None:
+    """What the targets can emulate: links between switches; on bmv2 one direction per link."""
+    for lk in graph.links:
+        if not lk.spec.emulated:
+            continue
+        where = f"link {lk.id} ({lk.a}-{lk.b})"
+        if lk.a in graph.hosts or lk.b in graph.hosts:
+            raise _fail(f"{where}.rate_mbps", lk.spec.rate_mbps, "emulate links between switches (put one in front)")
+        if lk.both and dataplane == "bmv2":
+            raise _fail(f"{where}.both", True, "bmv2 emulates one direction per link; give the other its own link")
+        if lk.spec.gilbert_elliott is not None and dataplane == "bmv2":
+            raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the BMv2 program yet; use i.i.d. per on bmv2")
 
 
 def _with_access_delays(topo: Topology, delays: dict[str, float]) -> Topology:

@@ -1,0 +1,197 @@
+"""The network as a graph: presets, addresses, paths, RTTs, and the specs that must fail before anything is built."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from controller import network, spec
+from controller.spec import tomllib
+from tests.conftest import CCLAB, REPO
+
+PARKING = """
+name = "p"
+duration_s = 5
+[topology]
+kind = "parking_lot"
+hops = 3
+[bottleneck]
+rate_mbps = 20
+queue_pkts = 50
+[[flows]]
+algo = "reno"
+src = "h0"
+dst = "r0"
+[[flows]]
+algo = "reno"
+src = "h2"
+dst = "r2"
+"""
+
+GRAPH = """
+name = "g"
+duration_s = 5
+[topology]
+kind = "graph"
+hosts = ["a1", "a2", "b1"]
+switches = ["sw1", "sw2"]
+[[topology.links]]
+a = "a1"
+b = "sw1"
+[[topology.links]]
+a = "a2"
+b = "sw1"
+delay_ms = 60
+[[topology.links]]
+id = "core"
+a = "sw1"
+b = "sw2"
+rate_mbps = 10
+delay_ms = 20
+both = true
+[[topology.links]]
+a = "b1"
+b = "sw2"
+[[flows]]
+algo = "reno"
+src = "a1"
+dst = "b1"
+[[flows]]
+algo = "reno"
+src = "a2"
+dst = "b1"
+"""
+
+
+def _parse(text: str) -> spec.Spec:
+    return spec.parse(tomllib.loads(text))
+
+
+def _paths(s: spec.Spec) -> dict[str, list[str]]:
+    g = s.graph
+    return {f.id: [e.id for e in g.emulated_on(g.path(f.src, f.dst, f.segment))] for f in s.flows}
+
+
+def test_dumbbell_keeps_its_addresses_and_one_bottleneck() -> None:
+    g = network.dumbbell(3, network.LinkSpec(rate_mbps=10))
+    assert [g.addresses[(h, 0)] for h in ("h1", "h3", "r1", "r3")] == ["10.0.1.1", "10.0.1.3", "10.0.2.1", "10.0.2.3"]
+    assert [e.id for e in g.emulated()] == ["l1"]
+    assert [e.id for e in g.emulated_on(g.path("h2", "r2", 0))] == ["l1"]
+    assert g.emulated_on(g.path("r2", "h2", 0)) == [], "the reverse direction is not emulated"
+
+
+def test_parking_lot_paths_cross_the_right_bottlenecks() -> None:
+    s = _parse(PARKING)
+    assert _paths(s) == {"f1": ["l1", "l2", "l3"], "f2": ["l2"]}
+    assert [e.id for e in s.graph.emulated()] == ["l1", "l2", "l3"]
+    assert s.topology.describe() == "parking lot of 3"
+
+
+def test_link_override_sets_one_bottleneck_apart() -> None:
+    s = _parse(PARKING + "[links.l2]\nrate_mbps = 5\nper = 0.01\n")
+    rates = {e.id: (e.spec.rate_mbps, e.spec.per, e.spec.queue_pkts) for e in s.graph.emulated()}
+    assert rates == {"l1": (20, 0, 50), "l2": (5, 0.01, 50), "l3": (20, 0, 50)}
+
+
+def test_graph_rtts_and_both_directions() -> None:
+    s = _parse(GRAPH)
+    g = s.graph
+    assert [e.id for e in g.emulated()] == ["core", "corer"]
+    hops = {f.id: g.path(f.src, f.dst, f.segment) for f in s.flows}
+    assert g.base_rtt_ms(hops["f1"]) == 40.0
+    assert g.base_rtt_ms(hops["f2"]) == 160.0, "the 60 ms access link counts twice, as the core's 20 ms"
+    assert [e.id for e in g.emulated_on(g.path("b1", "a1", 0))] == ["corer"]
+    assert g.side(g.links[2], "sw2") == {"b1"}
+
+
+def test_access_delays_give_flows_their_own_rtt() -> None:
+    text = PARKING.replace("hops = 3", "hops = 3\naccess_delay_ms = {h2 = 30}")
+    s = _parse(text.replace("[bottleneck]\n", "[bottleneck]\ndelay_ms = 10\n"))
+    g = s.graph
+    rtt = {f.id: g.base_rtt_ms(g.path(f.src, f.dst, f.segment)) for f in s.flows}
+    assert rtt == {"f1": 60.0, "f2": 80.0}
+    s2 = _parse(PARKING.replace('src = "h2"', 'src = "h2"\naccess_delay_ms = 45'))
+    g2 = s2.graph
+    assert g2.base_rtt_ms(g2.path("h2", "r2", 0)) == 90.0
+
+
+def test_udp_onoff_and_finite_flows_parse() -> None:
+    text = PARKING + '[[flows]]\nkind = "udp_onoff"\nsrc = "h1"\ndst = "r1"\nrate_mbps = 5\non_s = 1\noff_s = 2\n'
+    text += '[[flows]]\nalgo = "cubic"\nsrc = "h3"\ndst = "r3"\nbytes = 1000000\n'
+    s = _parse(text)
+    udp, fin = s.flows[2], s.flows[3]
+    assert (udp.kind, udp.rate_mbps, udp.on_s, udp.off_s, udp.on_off) == ("udp_onoff", 5, 1, 2, "fixed")
+    assert fin.bytes == 1_000_000 and fin.is_tcp
+    assert s.algos == ("cubic", "reno"), "UDP flows load no algorithm"
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "value"),
+    [
+        # a link naming a missing node
+        (GRAPH.replace('a = "b1"\nb = "sw2"', 'a = "b1"\nb = "sw9"'), "topology.links[3].b", "sw9"),
+        # a duplicate link
+        (GRAPH.replace('a = "a2"\nb = "sw1"', 'a = "a1"\nb = "sw1"'), "topology.links[1]", "a1-sw1"),
+        # a loop of switches
+        (
+            GRAPH.replace('switches = ["sw1", "sw2"]', 'switches = ["sw1", "sw2", "sw3"]')
+            + '[[topology.links]]\na = "sw2"\nb = "sw3"\n[[topology.links]]\na = "sw3"\nb = "sw1"\n',
+            "loop",
+            "sw3",
+        ),
+        # a flow with no route: the hosts share no switch group
+        (
+            GRAPH.replace('hosts = ["a1", "a2", "b1"]', 'hosts = ["a1", "a2", "b1", "c1"]')
+            .replace('switches = ["sw1", "sw2"]', 'switches = ["sw1", "sw2", "sw3"]')
+            .replace('src = "a2"', 'src = "c1"')
+            + '[[topology.links]]\na = "c1"\nb = "sw3"\n',
+            "flows[1].dst",
+            "b1",
+        ),
+        # a flow naming a host the preset does not have
+        (PARKING.replace('dst = "r2"', 'dst = "r7"'), "flows[1].dst", "r7"),
+        # a rate on a host's own link
+        (GRAPH.replace('a = "a1"\nb = "sw1"', 'a = "a1"\nb = "sw1"\nrate_mbps = 5'), "link l1", "rate_mbps"),
+        # queue without rate
+        (GRAPH.replace("delay_ms = 60", "delay_ms = 60\nqueue_pkts = 10"), "topology.links[1].queue_pkts", "10"),
+        # an override of a link the preset does not have
+        (PARKING + "[links.l99]\nrate_mbps = 5\n", "links.l99", "no such link"),
+        # UDP settings on a TCP flow, an algorithm on a UDP flow
+        (PARKING.replace('dst = "r2"', 'dst = "r2"\non_s = 1'), "flows[1].on_s", "1"),
+        (PARKING.replace('algo = "reno"\nsrc = "h2"', 'kind = "udp_onoff"\nalgo = "reno"\nsrc = "h2"'), "algo", "reno"),
+        # two flows from one host asking for different access delays
+        (
+            PARKING.replace('src = "h0"', 'src = "h2"\naccess_delay_ms = 5').replace(
+                'src = "h2"\ndst = "r2"', 'src = "h2"\ndst = "r2"\naccess_delay_ms = 9'
+            ),
+            "flows[1].access_delay_ms",
+            "9",
+        ),
+        # a graph link on bmv2 in both directions
+        (GRAPH.replace('name = "g"', 'name = "g"\ndataplane = "bmv2"'), "both", "True"),
+    ],
+)
+def test_bad_network_is_refused_naming_field_and_value(text: str, field: str, value: str) -> None:
+    with pytest.raises(spec.SpecError) as exc:
+        _parse(text)
+    msg = str(exc.value)
+    assert msg.startswith("spec error: ") and "\n" not in msg, msg
+    assert field in msg and value in msg, msg
+
+
+def test_cclab_check_refuses_a_bad_network_in_one_line_and_builds_nothing(tmp_path: object) -> None:
+    from pathlib import Path
+
+    bad = Path(str(tmp_path)) / "bad.toml"
+    bad.write_text(GRAPH.replace('a = "b1"\nb = "sw2"', 'a = "b1"\nb = "sw9"'))
+    proc = subprocess.run([*CCLAB, "check", str(bad)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2, proc
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1 and "sw9" in lines[0], lines
+
+
+def test_shipped_specs_validate() -> None:
+    for path in sorted((REPO / "experiments").glob("*.toml")):
+        s = spec.load(path)
+        assert s.flows, path

@@ -1,0 +1,131 @@
+"""Real runs of networks past the dumbbell: a parking lot of three bottlenecks, on-off UDP cross traffic
+and finite TCP transfers, measured at every emulated link (netns, veth, tc, BPF, iperf3, Mininet)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import runner, spec
+from controller.spec import tomllib
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+WIRE_FRAME = 1514
+QUEUE_PKTS = 50
+
+
+def _run(text: str, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    s = spec.parse(tomllib.loads(text))
+    out = runner.run(s, runner.RunOptions(results_root=tmp_path, plots=False))
+    assert out.summary["complete"], out.summary["reason"]
+    return out.run_dir, out.summary
+
+
+@pytest.mark.usefixtures("clean_host")
+def test_parking_lot_long_flow_counted_at_every_bottleneck_and_below_each_cross_flow(tmp_path: Path) -> None:
+    """experiments/parking_lot.toml (10 s): the long flow's packets at each link equal those at the link before
+    less that link's drops; each bottleneck has its own Jain's index; the long flow ends below every cross flow."""
+    text = (REPO / "experiments" / "parking_lot.toml").read_text().replace("duration_s = 15", "duration_s = 10")
+    _dir, summ = _run(text, tmp_path)
+    links = {lk["id"]: lk for lk in summ["links"]}
+    assert list(links) == ["l1", "l2", "l3"]
+    flows = {f["id"]: f for f in summ["flows"]}
+    assert flows["f1"]["path"] == ["l1", "l2", "l3"] and flows["f3"]["path"] == ["l2"]
+    for before, here in (("l1", "l2"), ("l2", "l3")):
+        a, b = links[before]["flows"]["f1"], links[here]["flows"]["f1"]
+        assert 0 <= a["packets"] - b["offered_packets"] <= 2, f"{before} forwarded {a}, {here} was offered {b}"
+        lost = b["random_drops"] + b["queue_drops"]
+        left = b["offered_packets"] - b["packets"] - lost
+        assert 0 <= left <= QUEUE_PKTS + 2, f"at {here}: offered {b['offered_packets']}, forwarded {b['packets']}, "
+        f"dropped {lost}: {left} unaccounted"
+    for lid, lk in links.items():
+        assert lk["jain"] is not None and lk["jain_flows"] == ["f1", f"f{int(lid[1:]) + 1}"], lk
+        assert 0.5 <= lk["jain"] < 1.0, f"{lid}: Jain {lk['jain']}"
+        assert lk["utilization"] is not None and lk["utilization"] > 0.9, f"{lid} utilization {lk['utilization']}"
+    long = flows["f1"]["throughput_bps"]
+    for fid in ("f2", "f3", "f4"):
+        assert long < flows[fid]["throughput_bps"], f"long flow {long:.0f} bit/s, {fid} {flows[fid]}"
+    assert flows["f1"]["bytes"] == links["l3"]["flows"]["f1"]["bytes"], "a flow's bytes are what left its last link"
+
+
+UDP_ONOFF = """
+name = "udp"
+duration_s = 12
+[topology]
+pairs = 3
+[bottleneck]
+rate_mbps = 20
+queue_pkts = 50
+[[flows]]
+algo = "reno"
+src = "h1"
+dst = "r1"
+[[flows]]
+kind = "udp_onoff"
+src = "h2"
+dst = "r2"
+rate_mbps = 8
+on_s = 2
+off_s = 2
+[[flows]]
+algo = "cubic"
+src = "h3"
+dst = "r3"
+start_s = 1
+bytes = 3000000
+"""
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.usefixtures("clean_host")
+def test_udp_onoff_offers_its_rate_and_tcp_yields_and_recovers(tmp_path: Path) -> None:
+    """On-off UDP (8 Mbit/s, 2 s on / 2 s off) beside a reno flow on a 20 Mbit/s link: in each on period the
+    link is offered the UDP rate within 2 % and sees every datagram the sender sent; the reno flow's rate
+    drops while UDP is on and recovers while it is off; a finite transfer records its completion time."""
+    run_dir, summ = _run(UDP_ONOFF, tmp_path)
+    sent = next((run_dir / "iperf").glob("f2.send.json")).read_text().splitlines()[-1]
+    import json
+
+    report = json.loads(sent)
+    periods = report["periods"]
+    assert len(periods) == 3 and report["seed"] is not None, report
+    offered = summ["links"][0]["flows"]["f2"]["offered_packets"]
+    assert offered == report["packets"], f"sender sent {report['packets']} datagrams, the link saw {offered}"
+    rows = [r for r in _rows(run_dir / "links.csv") if r["flow"] == "f2"]
+    rate = 8e6
+    t_prev = 0.0
+    windows: list[tuple[float, float, float]] = []  # (t_end, dt, offered bytes)
+    for r in rows:
+        t = float(r["t_s"])
+        windows.append((t, t - t_prev, float(r["offered_bytes"])))
+        t_prev = t
+    for start, end, _n, _bytes in periods:
+        inner = [(dt, b) for t, dt, b in windows if start + 0.3 <= t - dt and t <= end - 0.1]
+        secs = sum(dt for dt, _ in inner)
+        got = sum(b for _, b in inner) * 8 / secs
+        assert abs(got / rate - 1) <= 0.02, f"on period {start:.1f}-{end:.1f} s: offered {got / 1e6:.3f} Mbit/s"
+    tcp = [(float(r["t_s"]), float(r["rate_bps"])) for r in _rows(run_dir / "timeseries.csv") if r["flow"] == "f1"]
+
+    def mean_rate(on: bool) -> float:
+        xs = []
+        for t, v in tcp:
+            inside = any(s + 0.5 <= t <= e for s, e, _n, _b in periods)
+            gap = any(e + 0.5 <= t <= e + 2 for _s, e, _n, _b in periods) and t < 11.5
+            if (on and inside) or (not on and gap):
+                xs.append(v)
+        return sum(xs) / len(xs)
+
+    on, off = mean_rate(True), mean_rate(False)
+    assert off - on >= 0.5 * rate, f"reno {on / 1e6:.2f} Mbit/s while UDP is on, {off / 1e6:.2f} while it is off"
+    fin = next(f for f in summ["flows"] if f["id"] == "f3")
+    assert fin["completion_s"] is not None and 0 < fin["completion_s"] < 11, fin
+    assert fin["bytes"] >= 3_000_000, f"a 3 MB transfer put {fin['bytes']} bytes through the link"

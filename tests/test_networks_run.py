@@ -4,6 +4,8 @@ and finite TCP transfers, measured at every emulated link (netns, veth, tc, BPF,
 from __future__ import annotations
 
 import csv
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,8 @@ from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-WIRE_FRAME = 1514
 QUEUE_PKTS = 50
+BMV2_MISSING = [t for t in ("p4c-bm2-ss", *runner.BMV2_TOOLS) if shutil.which(t) is None]
 
 
 def _run(text: str, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
@@ -26,12 +28,9 @@ def _run(text: str, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     return out.run_dir, out.summary
 
 
-@pytest.mark.usefixtures("clean_host")
-def test_parking_lot_long_flow_counted_at_every_bottleneck_and_below_each_cross_flow(tmp_path: Path) -> None:
-    """experiments/parking_lot.toml (10 s): the long flow's packets at each link equal those at the link before
-    less that link's drops; each bottleneck has its own Jain's index; the long flow ends below every cross flow."""
-    text = (REPO / "experiments" / "parking_lot.toml").read_text().replace("duration_s = 15", "duration_s = 10")
-    _dir, summ = _run(text, tmp_path)
+def _check_parking_lot(summ: dict[str, Any], queue_pkts: int) -> None:
+    """The long flow's packets at each link equal those at the link before less that link's drops; each
+    bottleneck has its own Jain's index over the two flows crossing it; the long flow ends below every cross flow."""
     links = {lk["id"]: lk for lk in summ["links"]}
     assert list(links) == ["l1", "l2", "l3"]
     flows = {f["id"]: f for f in summ["flows"]}
@@ -41,16 +40,46 @@ def test_parking_lot_long_flow_counted_at_every_bottleneck_and_below_each_cross_
         assert 0 <= a["packets"] - b["offered_packets"] <= 2, f"{before} forwarded {a}, {here} was offered {b}"
         lost = b["random_drops"] + b["queue_drops"]
         left = b["offered_packets"] - b["packets"] - lost
-        assert 0 <= left <= QUEUE_PKTS + 2, f"at {here}: offered {b['offered_packets']}, forwarded {b['packets']}, "
-        f"dropped {lost}: {left} unaccounted"
+        assert 0 <= left <= queue_pkts + 2, (
+            f"at {here}: offered {b['offered_packets']}, forwarded {b['packets']}, dropped {lost}: {left} unaccounted"
+        )
     for lid, lk in links.items():
-        assert lk["jain"] is not None and lk["jain_flows"] == ["f1", f"f{int(lid[1:]) + 1}"], lk
-        assert 0.5 <= lk["jain"] < 1.0, f"{lid}: Jain {lk['jain']}"
+        assert lk["jain_flows"] == ["f1", f"f{int(lid[1:]) + 1}"], lk
+        assert lk["jain"] is not None and 0.5 <= lk["jain"] < 1.0, f"{lid}: Jain {lk['jain']}"
         assert lk["utilization"] is not None and lk["utilization"] > 0.9, f"{lid} utilization {lk['utilization']}"
     long = flows["f1"]["throughput_bps"]
     for fid in ("f2", "f3", "f4"):
         assert long < flows[fid]["throughput_bps"], f"long flow {long:.0f} bit/s, {fid} {flows[fid]}"
     assert flows["f1"]["bytes"] == links["l3"]["flows"]["f1"]["bytes"], "a flow's bytes are what left its last link"
+
+
+def _parking_lot(dataplane: str, rate_mbps: int) -> str:
+    text = (REPO / "experiments" / "parking_lot.toml").read_text()
+    for old, new in (
+        ("duration_s = 15", "duration_s = 10"),
+        ('dataplane = "kernel"', f'dataplane = "{dataplane}"'),
+        ("rate_mbps = 20", f"rate_mbps = {rate_mbps}"),
+    ):
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.mark.usefixtures("clean_host")
+def test_parking_lot_long_flow_counted_at_every_bottleneck_and_below_each_cross_flow(tmp_path: Path) -> None:
+    """experiments/parking_lot.toml on the kernel target, 10 s (see _check_parking_lot)."""
+    _dir, summ = _run(_parking_lot("kernel", 20), tmp_path)
+    _check_parking_lot(summ, QUEUE_PKTS)
+
+
+@pytest.mark.bmv2
+@pytest.mark.skipif(bool(BMV2_MISSING), reason=f"{', '.join(BMV2_MISSING)} not on PATH (install p4c and BMv2 with PI)")
+@pytest.mark.usefixtures("clean_host")
+def test_parking_lot_on_bmv2(tmp_path: Path) -> None:
+    """The same parking lot on bmv2 (one two-port BMv2 switch per bottleneck), 10 Mbit/s, 10 s."""
+    _dir, summ = _run(_parking_lot("bmv2", 10), tmp_path)
+    assert summ["dataplane"] == "bmv2"
+    _check_parking_lot(summ, QUEUE_PKTS)
 
 
 UDP_ONOFF = """
@@ -92,9 +121,7 @@ def test_udp_onoff_offers_its_rate_and_tcp_yields_and_recovers(tmp_path: Path) -
     link is offered the UDP rate within 2 % and sees every datagram the sender sent; the reno flow's rate
     drops while UDP is on and recovers while it is off; a finite transfer records its completion time."""
     run_dir, summ = _run(UDP_ONOFF, tmp_path)
-    sent = next((run_dir / "iperf").glob("f2.send.json")).read_text().splitlines()[-1]
-    import json
-
+    sent = (run_dir / "iperf" / "f2.send.json").read_text().splitlines()[-1]
     report = json.loads(sent)
     periods = report["periods"]
     assert len(periods) == 3 and report["seed"] is not None, report

@@ -148,7 +148,12 @@ control CclabIngress(inout headers_t hdr,
     apply {
         if (hdr.ipv4.isValid()) {
             ipv4_forward.apply();
-            if (meta.to_bottleneck == TO_BOTTLENECK) {
+            if (standard_metadata.egress_spec == standard_metadata.ingress_port) {
+                /* Never back out of the port it came in on: a neighbouring
+                 * bridge floods frames it has no entry for, and one that came
+                 * from the side its destination is on is not this link's. */
+                drop();
+            } else if (meta.to_bottleneck == TO_BOTTLENECK) {
                 if (hdr.l4.isValid()) {
                     meta.src_port = hdr.l4.src_port;
                     meta.dst_port = hdr.l4.dst_port;

@@ -215,36 +215,48 @@ def cc_loopback(
     }
 
 
-def setup_teardown(pairs: int = 16, repeats: int = 3) -> dict[str, Any]:
-    """Seconds to build a dumbbell, program its bottleneck, and take both down again."""
-    from mininet.log import setLogLevel
-    from mininet.net import Mininet
+def setup_teardown(topology: str = "dumbbell", size: int = 16, repeats: int = 3) -> dict[str, Any]:
+    """Seconds to build a network, program every emulated link, and take both down again: the runner's own
+    steps.  `size`: pairs of a dumbbell, or cross pairs per bottleneck of a 3-bottleneck parking lot."""
+    import tempfile
 
-    from controller.dataplane.kernel import KernelBottleneck, LinkParams
+    from controller import spec as spec_mod
 
     system.require_root()
-    setLogLevel("error")
-    mod = runner.load_topology_module()
+    shape = (
+        {"kind": "dumbbell", "pairs": size} if topology == "dumbbell" else {"kind": topology, "hops": 3, "cross": size}
+    )
+    raw = {
+        "name": "bench-setup",
+        "duration_s": 1,
+        "topology": shape,
+        "bottleneck": {"rate_mbps": 100, "queue_pkts": 100},
+        "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}],
+    }
+    s = spec_mod.parse(raw)
     up: list[float] = []
     down: list[float] = []
-    for i in range(repeats):
-        t0 = time.monotonic()
-        net = Mininet(mod.Dumbbell(pairs=pairs), switch=mod.CclabBridge, host=mod.CclabHost, controller=None)
-        dp = KernelBottleneck(f"bench-setup-{i}", "s1-eth1", "s2-eth1")
-        try:
-            net.start()
-            dp.setup(LinkParams(rate_bps=100_000_000, queue_pkts=100), seed=1, use_delay=False)
-            t1 = time.monotonic()
-        finally:
-            dp.teardown()
-            net.stop()
-        t2 = time.monotonic()
-        up.append(t1 - t0)
-        down.append(t2 - t1)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeats):
+            ex = runner._Experiment(s, runner.RunOptions(), False, [], Path(tmp) / f"bench-setup-{i}")
+            t0 = time.monotonic()
+            try:
+                net = ex.build_network()
+                ex.setup_dataplane(net)
+                t1 = time.monotonic()
+            finally:
+                errors = ex.teardown()
+            t2 = time.monotonic()
+            if errors:
+                raise system.SystemError_(f"teardown: {'; '.join(errors)}")
+            up.append(t1 - t0)
+            down.append(t2 - t1)
     total = [u + d for u, d in zip(up, down)]
     return {
         "bench": "setup_teardown",
-        "pairs": pairs,
+        "topology": topology,
+        "hosts": len(s.graph.hosts),
+        "emulated_links": len(s.graph.emulated()),
         "setup_s": statistics.median(up),
         "teardown_s": statistics.median(down),
         "total_s": statistics.median(total),
@@ -252,12 +264,16 @@ def setup_teardown(pairs: int = 16, repeats: int = 3) -> dict[str, Any]:
     }
 
 
-def controller_polling(flows: int = 1000, rate_hz: float = 10.0, seconds: float = 10.0) -> dict[str, Any]:
-    """CPU share of one core the monitor uses to poll `flows` counters at `rate_hz`.
+def controller_polling(
+    flows: int = 1000, rate_hz: float = 10.0, seconds: float = 10.0, links: int = 1
+) -> dict[str, Any]:
+    """CPU share of one core the monitor uses to poll `flows` counters at `rate_hz` on `links` emulated links.
 
-    A real kernel bottleneck on a throwaway veth pair, its flow map filled
-    with `flows` entries; the monitor runs as in an experiment (batch read,
-    per-flow rates, Jain's index), no traffic generator on the CPU.
+    Real kernel links on throwaway veth pairs, each flow map filled with
+    `flows` entries, every flow crossing every link (the worst case: a
+    parking lot of long flows); the monitor runs as in an experiment (batch
+    reads, per-link and per-flow rates, Jain's index), no traffic generator
+    on the CPU.
     """
     import ipaddress
     import struct
@@ -267,31 +283,43 @@ def controller_polling(flows: int = 1000, rate_hz: float = 10.0, seconds: float 
     from controller.monitor import Monitor, MonitoredFlow, MonitoredLink
 
     system.require_root()
-    a, b = "cclab-bench0", "cclab-bench1"
-    system.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b])
-    dp = KernelBottleneck("bench-controller", a, b)
+    ids = [f"l{n + 1}" for n in range(links)]
+    monitored = []
+    for i in range(flows):
+        src, dst = ipaddress.IPv4Address(0x0A000000 + i), ipaddress.IPv4Address(0x0A010000 + i)
+        key = FlowKey(str(src), str(dst), 40000 + i % 20000, 5201, 6)
+        monitored.append(MonitoredFlow(f"f{i + 1}", "cubic", key, "h1", tuple(ids)))
+    dps: list[KernelBottleneck] = []
+    devs: list[str] = []
     try:
-        dp.setup(LinkParams(rate_bps=1_000_000_000, queue_pkts=100), seed=1, use_delay=False)
-        fmap = dp._maps["bn_flows"]
-        monitored = []
-        for i in range(flows):
-            src, dst = ipaddress.IPv4Address(0x0A000000 + i), ipaddress.IPv4Address(0x0A010000 + i)
-            fmap.update(struct.pack("=4s4sHHB3x", src.packed, dst.packed, 40000 + i % 20000, 5201, 6), bytes(64))
-            key = FlowKey(str(src), str(dst), 40000 + i % 20000, 5201, 6)
-            monitored.append(MonitoredFlow(f"f{i + 1}", "cubic", key, "h1"))
-        mon = Monitor([MonitoredLink("l1", dp, lambda: 1e9)], monitored, 1 / rate_hz)
+        for n, lid in enumerate(ids):
+            a, b = f"cclab-bench{2 * n}", f"cclab-bench{2 * n + 1}"
+            system.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b])
+            devs.append(a)
+            dp = KernelBottleneck(f"bench-controller-{lid}", a, b)
+            dps.append(dp)
+            dp.setup(LinkParams(rate_bps=1_000_000_000, queue_pkts=100), seed=1, use_delay=False)
+            fmap = dp._maps["bn_flows"]
+            for mf in monitored:
+                k = mf.key
+                packed = (ipaddress.IPv4Address(k.src).packed, ipaddress.IPv4Address(k.dst).packed)
+                fmap.update(struct.pack("=4s4sHHB3x", *packed, k.sport, k.dport, 6), bytes(64))
+        mon = Monitor([MonitoredLink(lid, dp, lambda: 1e9) for lid, dp in zip(ids, dps)], monitored, 1 / rate_hz)
         cpu0, t0 = time.process_time(), time.monotonic()
         mon.start(t0)
         time.sleep(seconds)
         mon.stop()
         cpu, wall = time.process_time() - cpu0, time.monotonic() - t0
-        polls = len(mon.series.link)
+        polls = len(mon.series.link) // links
     finally:
-        dp.teardown()
-        system.run(["ip", "link", "del", a], check=False)
+        for dp in dps:
+            dp.teardown()
+        for a in devs:
+            system.run(["ip", "link", "del", a], check=False)
     return {
         "bench": "controller_polling",
         "flows": flows,
+        "links": links,
         "rate_hz": rate_hz,
         "polls": polls,
         "cpu_share_of_one_core": cpu / wall,

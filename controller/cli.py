@@ -82,6 +82,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"random loss {'-' if loss is None else f'{loss:.3g}'} (spec {b['per']:g}); "
         f"Jain's index {'-' if jain is None else f'{jain:.4f}'} over {summ['jain_n']} flows"
     )
+    if len(summ.get("links", [])) > 1:
+        for lk in summ["links"]:
+            ach, j = lk["achieved_bps"], lk["jain"]
+            out.print(
+                f"  {lk['id']}: {'-' if ach is None else f'{ach / 1e6:.2f}'} of {lk['rate_bps'] / 1e6:g} Mbit/s; "
+                f"drops {lk['random_drops']} random, {lk['queue_drops']} queue; "
+                f"Jain {'-' if j is None else f'{j:.4f}'} over {', '.join(lk['jain_flows'])}"
+            )
     fid = summ["fidelity"]
     if fid["ok"]:
         out.print("fidelity: ok")
@@ -168,26 +176,33 @@ def _cmd_bench_cc(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_setup(args: argparse.Namespace) -> int:
-    res = bench.setup_teardown(pairs=args.pairs, repeats=args.repeats)
-    if args.json:
-        print(json.dumps(res))
-        return 0
-    out.print(
-        f"dumbbell with {res['pairs']} pairs: set-up {res['setup_s']:.2f} s + teardown {res['teardown_s']:.2f} s "
-        f"= {res['total_s']:.2f} s (median of {len(res['runs_total_s'])})"
-    )
+    shapes = (("dumbbell", args.pairs), ("parking_lot", args.cross)) if args.topology == "all" else None
+    results = []
+    for topology, size in shapes or ((args.topology, args.pairs if args.topology == "dumbbell" else args.cross),):
+        res = bench.setup_teardown(topology=topology, size=size, repeats=args.repeats)
+        results.append(res)
+        if args.json:
+            print(json.dumps(res))
+            continue
+        what = "dumbbell" if topology == "dumbbell" else f"{res['emulated_links']}-bottleneck parking lot"
+        out.print(
+            f"{what} with {res['hosts']} hosts: set-up {res['setup_s']:.2f} s + teardown {res['teardown_s']:.2f} s "
+            f"= {res['total_s']:.2f} s (median of {len(res['runs_total_s'])})"
+        )
     return 0
 
 
 def _cmd_bench_controller(args: argparse.Namespace) -> int:
-    res = bench.controller_polling(flows=args.flows, rate_hz=args.rate_hz, seconds=args.seconds)
-    if args.json:
-        print(json.dumps(res))
-        return 0
-    out.print(
-        f"monitor polling {res['flows']} flows at {res['rate_hz']:g} Hz: {res['cpu_share_of_one_core']:.1%} of one "
-        f"core ({res['ms_per_poll']:.2f} ms CPU per poll, {res['polls']} polls)"
-    )
+    for links in sorted(set(args.links)):
+        res = bench.controller_polling(flows=args.flows, rate_hz=args.rate_hz, seconds=args.seconds, links=links)
+        if args.json:
+            print(json.dumps(res))
+            continue
+        out.print(
+            f"monitor polling {res['flows']} flows on {links} emulated link{'s' if links > 1 else ''} at "
+            f"{res['rate_hz']:g} Hz: {res['cpu_share_of_one_core']:.1%} of one core "
+            f"({res['ms_per_poll']:.2f} ms CPU per poll, {res['polls']} polls)"
+        )
     return 0
 
 
@@ -278,9 +293,18 @@ def parser() -> argparse.ArgumentParser:
     bc.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     bc.set_defaults(func=_cmd_bench_cc)
 
-    bs = bsub.add_parser("setup", help="seconds to set up and tear down a dumbbell with its bottleneck")
-    bs.add_argument("--json", action="store_true", help="print one JSON line")
-    bs.add_argument("--pairs", type=int, default=16, help="sender/receiver pairs (default 16)")
+    bs = bsub.add_parser("setup", help="seconds to set up and tear down a network with its emulated links")
+    bs.add_argument("--json", action="store_true", help="print one JSON line per network")
+    bs.add_argument(
+        "--topology", choices=("dumbbell", "parking_lot", "all"), default="all", help="which network (default all)"
+    )
+    bs.add_argument("--pairs", type=int, default=16, help="dumbbell sender/receiver pairs (default 16)")
+    bs.add_argument(
+        "--cross",
+        type=int,
+        default=5,
+        help="parking lot (3 bottlenecks): cross pairs per bottleneck (default 5: 32 hosts)",
+    )
     bs.add_argument("--repeats", type=int, default=3, help="repetitions (default 3)")
     bs.set_defaults(func=_cmd_bench_setup)
     bm = bsub.add_parser("controller", help="CPU the monitor needs to poll many flows' counters")
@@ -288,6 +312,9 @@ def parser() -> argparse.ArgumentParser:
     bm.add_argument("--flows", type=int, default=1000, help="flows in the counter map (default 1000)")
     bm.add_argument("--rate-hz", type=float, default=10.0, help="polls per second (default 10)")
     bm.add_argument("--seconds", type=float, default=10.0, help="how long to poll (default 10)")
+    bm.add_argument(
+        "--links", type=int, nargs="+", default=[1, 3], help="emulated links every flow crosses (default: 1 and 3)"
+    )
     bm.set_defaults(func=_cmd_bench_controller)
 
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")

@@ -46,6 +46,16 @@ def render(state: LiveState, title: str) -> Any:
         f"t = {state.elapsed_s:5.1f} / {state.duration_s:g} s   bottleneck {state.link_bps / 1e6:.1f} of "
         f"{state.capacity_bps / 1e6:.1f} Mbit/s ({util:.0%})   queue {state.backlog_pkts} pkts   Jain {jain}"
     )
+    if len(state.links) > 1:  # one line per emulated link
+        rows = []
+        for lk in state.links:
+            u = lk.link_bps / lk.capacity_bps if lk.capacity_bps else 0.0
+            j = "-" if lk.jain is None else f"{lk.jain:.3f}"
+            rows.append(
+                f"  {lk.id:<6} {lk.link_bps / 1e6:7.1f} of {lk.capacity_bps / 1e6:.1f} Mbit/s ({u:4.0%})"
+                f"   queue {lk.backlog_pkts:4d} pkts   Jain {j}"
+            )
+        foot = Text(f"t = {state.elapsed_s:5.1f} / {state.duration_s:g} s\n" + "\n".join(rows))
     bar = ProgressBar(total=max(state.duration_s, 1e-9), completed=min(state.elapsed_s, state.duration_s), width=60)
     return Group(t, foot, bar)
 

@@ -68,8 +68,19 @@ class FlowView:
 
 
 @dataclass
+class LinkView:
+    """The live numbers of one emulated link after the latest interval."""
+
+    id: str
+    link_bps: float = 0.0
+    capacity_bps: float = 0.0
+    backlog_pkts: int = 0
+    jain: float | None = None
+
+
+@dataclass
 class LiveState:
-    """What a live view shows: the latest interval and totals so far."""
+    """What a live view shows: the latest interval and totals so far (the first link's numbers at the top)."""
 
     elapsed_s: float = 0.0
     duration_s: float = 0.0
@@ -78,6 +89,7 @@ class LiveState:
     backlog_pkts: int = 0
     jain: float | None = None
     flows: list[FlowView] = field(default_factory=list)
+    links: list[LinkView] = field(default_factory=list)
 
 
 @dataclass
@@ -157,7 +169,11 @@ class Monitor:
         self._ports: dict[str, set[int]] = {}  # sender host -> client ports
         for f in flows:
             self._ports.setdefault(f.sender, set()).add(f.key.sport)
-        self.live = LiveState(duration_s=duration_s, flows=[FlowView(f.id, f.algo) for f in flows])
+        self.live = LiveState(
+            duration_s=duration_s,
+            flows=[FlowView(f.id, f.algo) for f in flows],
+            links=[LinkView(lk.id) for lk in links],
+        )
 
     def start(self, t0: float) -> None:
         """Start polling; t0 (time.monotonic) is time zero of every row."""
@@ -235,11 +251,13 @@ class Monitor:
                     "queue_drops": now_s.link.q_drop_pkts - was_s.link.q_drop_pkts,
                 }
             )
-            if lk is self.links[0]:
-                self.live.capacity_bps = cap
-                self.live.link_bps = rate_bps(link_bytes, dt)
-                self.live.backlog_pkts = now_s.backlog_pkts
-                self.live.jain = j
+            lv = self.live.links[self.links.index(lk)]
+            lv.capacity_bps, lv.link_bps = cap, rate_bps(link_bytes, dt)
+            lv.backlog_pkts, lv.jain = now_s.backlog_pkts, j
+        if self.live.links:
+            top = self.live.links[0]
+            self.live.capacity_bps, self.live.link_bps = top.capacity_bps, top.link_bps
+            self.live.backlog_pkts, self.live.jain = top.backlog_pkts, top.jain
         for flow, view in zip(self.flows, self.live.flows):
             # delivered: the counters at the last emulated link of the path; drops: over the whole path
             hops = [seen[(lid, flow.id)] for lid in flow.links if (lid, flow.id) in seen]

@@ -324,14 +324,16 @@ def dumbbell(pairs: int, bottleneck: LinkSpec, access: dict[str, float] | None =
     return Graph(_interleave(hosts, pairs), ("s1", "s2"), tuple(_renumber(links)), kind="dumbbell")
 
 
-def parking_lot(hops: int, bottleneck: LinkSpec, access: dict[str, float] | None = None) -> Graph:
-    """s1 == l1 == s2 == l2 == ... s(k+1); the long flow's hosts h0 at s1 and r0 at s(k+1), and one
-    cross pair per bottleneck, hi at si and ri at s(i+1)."""
+def parking_lot(hops: int, bottleneck: LinkSpec, access: dict[str, float] | None = None, cross: int = 1) -> Graph:
+    """s1 == l1 == s2 == l2 == ... s(k+1); the long flow's hosts h0 at s1 and r0 at s(k+1), and `cross`
+    pairs per bottleneck i, numbered n = (i-1)*cross + j: hn at si and rn at s(i+1)."""
     switches = tuple(f"s{i}" for i in range(1, hops + 2))
     links = [Link(f"l{i}", f"s{i}", f"s{i + 1}", bottleneck) for i in range(1, hops + 1)]
     attach = [("h0", "s1"), ("r0", f"s{hops + 1}")]
     for i in range(1, hops + 1):
-        attach += [(f"h{i}", f"s{i}"), (f"r{i}", f"s{i + 1}")]
+        for j in range(1, cross + 1):
+            n = (i - 1) * cross + j
+            attach += [(f"h{n}", f"s{i}"), (f"r{n}", f"s{i + 1}")]
     links += _access(attach, access)
     hosts = tuple(h for h, _s in attach)
     return Graph(hosts, switches, tuple(_renumber(links)), kind="parking_lot")

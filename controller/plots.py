@@ -54,7 +54,10 @@ def plot_run(run_dir: Path) -> list[Path]:
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     algo = {f["id"]: f["algo"] for f in summary["flows"]}
     ts = _read(run_dir / "timeseries.csv")
-    link = _read(run_dir / "link.csv")
+    all_links = _read(run_dir / "link.csv")
+    link_ids = list(dict.fromkeys(r.get("link", "l1") for r in all_links))
+    # the single-bottleneck figures show the first emulated link; links.png shows them all
+    link = [r for r in all_links if r.get("link", "l1") == link_ids[0]] if link_ids else []
     cwnd = _read(run_dir / "cwnd.csv")
     title = f"{summary['name']} ({summary['dataplane']})"
     written = []
@@ -141,4 +144,16 @@ def plot_run(run_dir: Path) -> list[Path]:
         ax.set(xlabel="time (s)", ylabel="queue (packets)", title=f"{title}: bottleneck queue at each poll")
         _save(fig, out / "queue.png")
         written.append(out / "queue.png")
+    if len(link_ids) > 1:
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+        for lid in link_ids:
+            rows = [r for r in all_links if r.get("link") == lid]
+            t = [float(r["t_s"]) for r in rows]
+            a1.plot(t, [float(r["link_bps"]) / 1e6 for r in rows], lw=1, label=lid)
+            a2.plot(t, [int(r["backlog_pkts"]) for r in rows], lw=1, label=lid)
+        a1.set(ylabel="departure rate (Mbit/s)", title=f"{title}: every emulated link")
+        a2.set(xlabel="time (s)", ylabel="queue (packets)")
+        a1.legend(fontsize=8, ncol=4)
+        _save(fig, out / "links.png")
+        written.append(out / "links.png")
     return written

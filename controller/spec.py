@@ -98,6 +98,8 @@ class Topology:
     """Sender/receiver pairs (dumbbell): h1..hN send to r1..rN."""
     hops: int = 0
     """Bottlenecks in a row (parking_lot)."""
+    cross: int = 0
+    """Cross-traffic pairs per bottleneck (parking_lot)."""
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -399,7 +401,7 @@ def _graph_links(t: dict[str, Any], duration_s: float) -> tuple[tuple[str, ...],
 def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpec, str]:
     t = _table(raw, "topology", "")
     kind = _choice(t, "kind", "topology", "dumbbell", TOPOLOGIES)
-    preset_keys = {"dumbbell": ("pairs",), "parking_lot": ("hops",), "graph": ("hosts", "switches", "links")}
+    preset_keys = {"dumbbell": ("pairs",), "parking_lot": ("hops", "cross"), "graph": ("hosts", "switches", "links")}
     _check_keys(t, "topology", ("kind", "access_delay_ms", *preset_keys[kind]))
     bottleneck, fallback = _bottleneck(raw, duration_s, required=kind != "graph")
     try:
@@ -427,10 +429,11 @@ def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpe
             topo = Topology(kind, _override(raw, graph, duration_s), pairs=pairs)
         else:
             hops = _int(t, "hops", "topology", 3, 1, MAX_HOPS)
-            assert hops is not None
-            probe = parking_lot(hops, bottleneck)
-            graph = parking_lot(hops, bottleneck, _access_delays(t, probe.hosts))
-            topo = Topology(kind, _override(raw, graph, duration_s), hops=hops)
+            cross = _int(t, "cross", "topology", 1, 1, MAX_PAIRS)
+            assert hops is not None and cross is not None
+            probe = parking_lot(hops, bottleneck, cross=cross)
+            graph = parking_lot(hops, bottleneck, _access_delays(t, probe.hosts), cross=cross)
+            topo = Topology(kind, _override(raw, graph, duration_s), hops=hops, cross=cross)
     except GraphError as exc:
         raise SpecError(str(exc)) from None
     return topo, topo.graph.emulated()[0].spec, fallback
@@ -634,7 +637,7 @@ def _with_access_delays(topo: Topology, delays: dict[str, float]) -> Topology:
             lk = Link(lk.id, lk.a, lk.b, LinkSpec(delay_ms=delays[host]), lk.both)
         links.append(lk)
     graph = Graph(g.hosts, g.switches, tuple(links), kind=g.kind)
-    return Topology(topo.kind, graph, topo.pairs, topo.hops)
+    return Topology(topo.kind, graph, topo.pairs, topo.hops, topo.cross)
 
 
 def load(path: Path) -> Spec:

@@ -147,8 +147,8 @@ class Dumbbell(GraphTopo):
 class ParkingLot(GraphTopo):
     """Parking lot: k bottlenecks s1 == s2 == ... s(k+1); h0 -> r0 crosses all, hi -> ri crosses li."""
 
-    def build(self, hops: int = 3, **kw: Any) -> None:  # type: ignore[override]
-        super().build(parking_lot(hops, BY_HAND), **kw)
+    def build(self, hops: int = 3, cross: int = 1, **kw: Any) -> None:  # type: ignore[override]
+        super().build(parking_lot(hops, BY_HAND, cross=cross), **kw)
 
 
 topos = {"dumbbell": Dumbbell, "parking_lot": ParkingLot}

@@ -1,0 +1,70 @@
+"""Networks that need delay, run in the qemu lab VM (netem): flows of different base RTTs through one bottleneck.
+
+Needs root, qemu and the image (`make vm`); skips with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from controller import vm
+from tests.conftest import CCLAB, REPO
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+RTT_TOL_MS = 2.0
+OUT = REPO / "build" / "vm-test" / "results-networks"
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (qemu with 9p shares, the VM's image cache)"
+    if shutil.which(vm.QEMU) is None:
+        return f"{vm.QEMU} is not installed (make vm installs it)"
+    try:
+        img = vm.image()
+    except vm.VmError as exc:
+        return str(exc)
+    if not img.complete():
+        return f"the lab VM image is not built ({img.dir}); run `make vm`"
+    if not (REPO / "build" / "bottleneck.bpf.o").exists():
+        return "build/bottleneck.bpf.o is not built; run `make build`"
+    return None
+
+
+def test_rtt_fairness_80_vs_240_ms_in_the_lab_vm() -> None:
+    """experiments/rtt_fairness.toml: two reno flows, access delays 40 and 120 ms one way; each flow's minimum
+    RTT lands within 2 ms of its spec base RTT (80, 240 ms), and the 80 ms flow takes the larger share."""
+    why = _missing()
+    if why:
+        pytest.skip(why)
+    OUT.mkdir(parents=True, exist_ok=True)
+    before = set(OUT.iterdir())
+    spec = REPO / "experiments" / "rtt_fairness.toml"
+    proc = subprocess.run(
+        [*CCLAB, "run", "--vm", str(spec), "--results", str(OUT), "--no-plots", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, f"cclab run --vm: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
+    new = sorted(set(OUT.iterdir()) - before)
+    assert len(new) == 1, f"expected one new run directory in {OUT}, got {new}"
+    summ = json.loads((new[0] / "summary.json").read_text())
+    assert summ["complete"] and summ["bottleneck"]["delay_applied"], summ["fidelity"]
+    flows = {f["id"]: f for f in summ["flows"]}
+    for fid, want in (("f1", 80.0), ("f2", 240.0)):
+        f = flows[fid]
+        assert f["base_rtt_ms"] == want, f
+        assert f["min_rtt_ms"] is not None and abs(f["min_rtt_ms"] - want) <= RTT_TOL_MS, (
+            f"{fid}: min RTT {f['min_rtt_ms']} ms, spec {want:g} ms"
+        )
+        assert summ["fidelity"]["checks"][f"{fid}.base_rtt_ms"]["ok"], summ["fidelity"]
+    short, long = flows["f1"]["throughput_bps"], flows["f2"]["throughput_bps"]
+    assert short > long, f"80 ms flow {short / 1e6:.2f} Mbit/s, 240 ms flow {long / 1e6:.2f} Mbit/s"

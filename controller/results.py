@@ -14,7 +14,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,14 @@ def write_csv(path: Path, rows: Iterable[dict[str, Any]], columns: list[str] | N
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
+        w.writerows(rows)
+
+
+def write_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Rows already in column order (tuples), e.g. the monitor's per-interval series."""
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
         w.writerows(rows)
 
 

@@ -26,7 +26,7 @@ from controller.dataplane import DataPlaneError, FlowKey
 from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
 from controller.dataplane.delay import LinkDelay
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
-from controller.monitor import LiveState, Monitor, MonitoredFlow, MonitoredLink
+from controller.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredFlow, MonitoredLink
 from controller.network import EmulatedLink, Graph, Link, LinkSpec
 from controller.spec import Flow, Spec
 from hosts.tcpinfo import TcpInfoSampler
@@ -604,11 +604,7 @@ def _write(
 
     series = series or Series()
     run_dir = ex.run_dir
-    results.write_csv(
-        run_dir / "timeseries.csv",
-        series.timeseries,
-        ["t_s", "flow", "algo", "bytes", "pkts", "rate_bps", "random_drops", "queue_drops", "cum_bytes"],
-    )
+    results.write_rows(run_dir / "timeseries.csv", FLOW_COLUMNS, series.timeseries)
     results.write_csv(
         run_dir / "link.csv",
         series.link,
@@ -624,23 +620,7 @@ def _write(
             "queue_drops",
         ],
     )
-    results.write_csv(
-        run_dir / "links.csv",
-        series.links,
-        [
-            "t_s",
-            "link",
-            "flow",
-            "algo",
-            "bytes",
-            "offered_bytes",
-            "pkts",
-            "rate_bps",
-            "random_drops",
-            "queue_drops",
-            "cum_bytes",
-        ],
-    )
+    results.write_rows(run_dir / "links.csv", LINK_FLOW_COLUMNS, series.links)
     results.write_csv(
         run_dir / "cwnd.csv",
         series.tcpinfo,

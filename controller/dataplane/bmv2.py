@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import system
-from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, Snapshot
+from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, Snapshot
 from controller.dataplane.kernel import NETEM_LIMIT_PKTS, LinkParams
 
 log = logging.getLogger(__name__)
@@ -322,7 +322,7 @@ class Bmv2Bottleneck:
             )
             if i != FALLBACK_INDEX:
                 snap.flows[self.flows[i - 1]] = fc
-            for name in vars(fc):
+            for name in COUNTER_FIELDS:
                 setattr(link, name, getattr(link, name) + getattr(fc, name))
         # The link as a whole holds at most the queue (+ a packet in each of ingress
         # hand-off and egress): its drops are bounded tighter than the flows' sum.

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, Snapshot
+from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, Snapshot
 from controller.dataplane.bmv2 import (
     DRAIN_MARGIN_S,
     FALLBACK_INDEX,
@@ -250,7 +250,7 @@ class TofinoBottleneck:
                 fc = FlowCounters(fwd[i][1], fwd[i][0], rnd[i][1], rnd[i][0], q_b, q_p, off[i][1], off[i][0])
                 if i != FALLBACK_INDEX:
                     snap.flows[self.flows[i - 1]] = fc
-                for name in vars(fc):
+                for name in COUNTER_FIELDS:
                     setattr(link, name, getattr(link, name) + getattr(fc, name))
             snap.link = link
             return snap

@@ -381,6 +381,8 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
 
 def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     """Validate a parsed TOML document into a Spec, or raise SpecError."""
+    if "sweep" in raw:  # controller.sweep strips the table before it parses each point
+        raise _fail("sweep", "[sweep]", "this spec is a sweep: run it with `cclab sweep`, or run one of its points")
     _check_keys(raw, "", ("name", "duration_s", "dataplane", "seed", "interval_s", "topology", "bottleneck", "flows"))
     name = raw.get("name", path.stem if path else "run")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
@@ -407,6 +409,11 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
 
 def load(path: Path) -> Spec:
     """Read and validate a spec file, or raise SpecError with one clear line."""
+    return parse(read_raw(path), path)
+
+
+def read_raw(path: Path) -> dict[str, Any]:
+    """Read a spec file's TOML document, unvalidated, or raise SpecError with one clear line."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -415,4 +422,4 @@ def load(path: Path) -> Spec:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"spec error: {path} is not valid TOML: {exc}") from None
-    return parse(raw, path)
+    return raw

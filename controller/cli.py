@@ -101,7 +101,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if "sweep" in spec.read_raw(Path(args.spec)):
         sw = sweep.load(Path(args.spec))
         n = f"{sw.n_grid} points x {sw.repetitions} repetitions = {len(sw.points)} runs"
-        out.print(f"{args.spec}: ok (a sweep: {n})")
+        out.print(f"{args.spec}: ok (a sweep: {n})", soft_wrap=True)
         return 0
     s = spec.load(Path(args.spec))
     out.print(f"{args.spec}: ok ({len(s.flows)} flows, algorithms {', '.join(s.algos)})")
@@ -150,16 +150,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             line = f"{res.key}: {'-' if ach is None else f'{ach / 1e6:.2f}'} Mbit/s, fidelity {fid}"
         bar.update(task, completed=prog.skipped + prog.done, line=line)
         if args.no_live:
-            out.print(f"[{prog.skipped + prog.done}/{prog.total}] {line}", highlight=False)
+            out.print(f"[{prog.skipped + prog.done}/{prog.total}] {line}", highlight=False, soft_wrap=True)
 
     with bar:
         prog = sweep.run(sw, sweep_dir, execute, plots=args.plots, on_start=on_start, on_end=on_end)
     out.print(
         f"sweep {sw.name}: {prog.total} runs ({sw.n_grid} points x {sw.repetitions}); {prog.skipped} were complete, "
-        f"{prog.done} ran now, {len(prog.failed)} incomplete: {sweep_dir}"
+        f"{prog.done} ran now, {len(prog.failed)} incomplete: {sweep_dir}",
+        soft_wrap=True,
     )
     for key in prog.failed:
-        out.print(f"  - {key}: no complete run; `cclab sweep` again redoes it")
+        out.print(f"  - {key}: no complete run; `cclab sweep` again redoes it", soft_wrap=True)
     return 0 if not prog.failed else 1
 
 

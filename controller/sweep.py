@@ -123,9 +123,6 @@ def parse_path(path: str) -> list[str | int]:
 def set_path(doc: dict[str, Any], path: str, value: Any) -> None:
     """Set the field at ``path`` in a TOML document in place; missing tables are created, list items are not."""
     parts = parse_path(path)
-    if parts[0] in UNSWEEPABLE:
-        why = "the seed comes from repetitions" if parts[0] == "seed" else "the sweep names its points itself"
-        raise _fail(f'sweep."{path}"', value, f"cannot be swept: {why}")
     node: Any = doc
     where = ""
     for part, nxt in zip(parts, parts[1:] + [None]):
@@ -177,7 +174,9 @@ def _grid(table: dict[str, Any]) -> tuple[tuple[tuple[str, tuple[Any, ...]], ...
             if v in seen:
                 raise _fail(name, values, f"value {v!r} appears twice")
             seen.append(v)
-        parse_path(path)
+        if parse_path(path)[0] in UNSWEEPABLE:
+            why = "the seed comes from repetitions" if path == "seed" else "the sweep names its points itself"
+            raise _fail(name, values, f"cannot be swept: {why}")
         if path in (p for p, _ in grid):
             raise _fail(name, values, "this field is swept twice ([sweep] and a [sweep.*] table)")
         grid.append((path, tuple(values)))

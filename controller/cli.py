@@ -10,11 +10,12 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from controller import bench, cc, clean, executors, runner, spec, sweep, system, vm
 from controller.dataplane import DataPlaneError
@@ -111,6 +112,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _short(line: str, width: int = 44) -> str:
+    """The progress bar's live line, short enough to share an 80-column line with the bar."""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     sw = sweep.load(Path(args.spec))
     if args.executor == "dask" and not args.scheduler:
@@ -125,19 +131,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
         TextColumn("{task.fields[line]}"),
         console=out,
         disable=args.no_live,
     )
-    task = bar.add_task(sw.name, total=len(sw.points), line="")
+    task = bar.add_task(sw.name, total=len(sw.points), line="", eta="-")
+    t0 = time.monotonic()
 
     def on_start(key: str, prog: sweep.Progress) -> None:
         if bar.tasks[task].completed == 0 and prog.skipped:
             bar.update(task, completed=prog.skipped)
         verb = "running" if args.executor == "local" else "submitted"
-        bar.update(task, line=f"{verb} {key} ({by_key[key].describe()}, seed {by_key[key].seed})")
+        bar.update(task, line=_short(f"{verb} {key}: {by_key[key].describe()}"))
 
     def on_end(res: sweep.TaskResult, prog: sweep.Progress) -> None:
         run_dir = sweep.complete_run(sweep_dir, res.key)
@@ -148,9 +154,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             ach = summ["bottleneck"]["achieved_bps"]
             fid = "ok" if summ["fidelity"]["ok"] else "NOT ok"
             line = f"{res.key}: {'-' if ach is None else f'{ach / 1e6:.2f}'} Mbit/s, fidelity {fid}"
-        bar.update(task, completed=prog.skipped + prog.done, line=line)
+        # the mean time of the runs this invocation made, times the runs left (skipped runs took no time)
+        left_s = (time.monotonic() - t0) / prog.done * (prog.total - prog.skipped - prog.done)
+        eta = f"{int(left_s // 3600)}:{int(left_s % 3600 // 60):02d}:{int(left_s % 60):02d}"
+        bar.update(task, completed=prog.skipped + prog.done, line=_short(line), eta=eta)
         if args.no_live:
-            out.print(f"[{prog.skipped + prog.done}/{prog.total}] {line}", highlight=False, soft_wrap=True)
+            out.print(f"[{prog.skipped + prog.done}/{prog.total}, ETA {eta}] {line}", highlight=False, soft_wrap=True)
 
     with bar:
         prog = sweep.run(sw, sweep_dir, execute, plots=args.plots, on_start=on_start, on_end=on_end)

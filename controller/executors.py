@@ -13,15 +13,15 @@ system.
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
+import fcntl
 import io
 import logging
-import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from controller import system
@@ -32,24 +32,20 @@ log = logging.getLogger(__name__)
 EXECUTORS = ("local", "dask")
 #: the worker resource each run asks for; workers offer one (`dask worker ... --resources experiment=1`)
 RESOURCE = "experiment"
-_PR_SET_PDEATHSIG = 1
 
 
 class ExecutorError(RuntimeError):
     """An executor that cannot start (no scheduler, no worker offering the resource); one line."""
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """A killed sweep must not leave its run going on unseen: SIGTERM makes the run stop, tear down, and
-    leave its directory marked incomplete (the next sweep redoes it)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def run_cclab(spec_file: Path, runs_dir: Path, plots: bool) -> tuple[int, str]:
     """`cclab run` one point into runs_dir; (exit code, the last line of stderr)."""
     runs_dir.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "controller.cli", "run", str(spec_file), "--results", str(runs_dir), "--no-live"]
+    # A killed sweep must not leave its run going on unseen: the run gets SIGTERM when the sweep dies (util-linux
+    # setpriv sets the parent-death signal, no code between fork and exec), stops, tears down and stays marked
+    # incomplete, for the next sweep to redo.
+    argv = ["setpriv", "--pdeathsig", "TERM", "--", sys.executable, "-m", "controller.cli", "run", str(spec_file)]
+    argv += ["--results", str(runs_dir), "--no-live"]
     if not plots:
         argv.append("--no-plots")
     proc = subprocess.Popen(
@@ -59,7 +55,6 @@ def run_cclab(spec_file: Path, runs_dir: Path, plots: bool) -> tuple[int, str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_die_with_parent,
     )
     try:
         _, err = proc.communicate()
@@ -84,9 +79,19 @@ def local(tasks: list[Task], started: Callable[[str], None], ended: Callable[[Ta
 # --- Dask distributed ---------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _one_at_a_time() -> Iterator[None]:
+    """Wait for this machine's previous sweep run: a run whose sweep went away (Ctrl-C, a lost client) goes on to
+    its end on the worker, while the scheduler may already hand the machine the next one."""
+    system.RUN_STATE.mkdir(parents=True, exist_ok=True)
+    with open(system.RUN_STATE / "sweep-worker.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def remote_run(key: str, spec_text: str, plots: bool) -> tuple[int, str, bytes]:
     """On a worker: run one point in a scratch directory; (exit code, error line, its run directories as tar)."""
-    with tempfile.TemporaryDirectory(prefix=f"cclab-{key}-") as tmp:
+    with _one_at_a_time(), tempfile.TemporaryDirectory(prefix=f"cclab-{key}-") as tmp:
         spec_file = Path(tmp) / f"{key}.toml"
         spec_file.write_text(spec_text)
         runs = Path(tmp) / "runs"

@@ -63,7 +63,7 @@ def run_cclab(spec_file: Path, runs_dir: Path, plots: bool) -> tuple[int, str]:
         proc.wait()
         raise
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    return proc.returncode, lines[-1] if lines and proc.returncode else ""
+    return proc.returncode, lines[-1].removeprefix("cclab: ") if lines and proc.returncode else ""
 
 
 def local(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:

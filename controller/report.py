@@ -118,7 +118,8 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
     point_values = {pt["index"]: {k: _cell(v) for k, v in pt["values"].items()} for pt in manifest["points"]}
     for pt, run_dir, s in runs:
         row: dict[str, Any] = {"point": pt["index"], "rep": pt["rep"], "seed": pt["seed"], **point_values[pt["index"]]}
-        row.update(run_dir=str(run_dir.relative_to(sweep_dir)), flows=len(s["flows"]), fidelity_ok=s["fidelity"]["ok"])
+        row.update(run_dir=str(run_dir.relative_to(sweep_dir)), n_flows=len(s["flows"]))
+        row["fidelity_ok"] = s["fidelity"]["ok"]
         fid_ok[pt["index"]] += bool(s["fidelity"]["ok"])
         for name, get, _ in RUN_METRICS:
             v = get(s)
@@ -133,7 +134,7 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
             values[(pt["index"], "flow_throughput_mbps", algo)].append(sum(tputs) / len(tputs))
         run_rows.append(row)
 
-    flows_at = {r["point"]: r["flows"] for r in run_rows}
+    flows_at = {r["point"]: r["n_flows"] for r in run_rows}
     reps = manifest["repetitions"]
     stat_rows = []
     for (index, metric, algo), vs in sorted(values.items()):
@@ -142,7 +143,7 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
             {
                 "point": index,
                 **point_values[index],
-                "flows": flows_at.get(index),
+                "n_flows": flows_at.get(index),
                 "metric": metric,
                 "algo": algo,
                 "n": st.n,
@@ -212,7 +213,8 @@ def _plot_traces(sweep_dir: Path, manifest: dict[str, Any], out: Path) -> list[P
             axes[0][0].plot(xs, ys, lw=1, label=f"{flow} {algo.get(flow, '')}")
         desc = ", ".join(f"{k}={v}" for k, v in pt["values"].items())
         axes[0][0].set(ylabel="cwnd (packets)", title=f"point {pt['index']} ({desc}), rep {pt['rep']}")
-        axes[0][0].legend(fontsize=8, ncol=2)
+        if cwnd:
+            axes[0][0].legend(fontsize=8, ncol=2)
         if bwe:
             for flow, (xs, ys) in sorted(bwe.items()):
                 axes[1][0].plot(xs, [y / 1e6 for y in ys], lw=1, label=f"{flow} {algo.get(flow, '')}")
@@ -232,9 +234,9 @@ def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
     if not run_rows:
         raise SweepError(f"{sweep_dir} has no complete run yet; run `cclab sweep` on its spec")
     out.mkdir(parents=True, exist_ok=True)
-    run_cols = ["point", "rep", "seed", *paths, "flows", "fidelity_ok", "run_dir", *(m for m, _, _ in RUN_METRICS)]
+    run_cols = ["point", "rep", "seed", *paths, "n_flows", "fidelity_ok", "run_dir", *(m for m, _, _ in RUN_METRICS)]
     run_cols += sorted({k for r in run_rows for k in r if k.endswith("_flow_throughput_mbps")})
-    stat_cols = ["point", *paths, "flows", "metric", "algo", "n", "repetitions", "mean", "std", "ci95_low"]
+    stat_cols = ["point", *paths, "n_flows", "metric", "algo", "n", "repetitions", "mean", "std", "ci95_low"]
     stat_cols += ["ci95_high", "fidelity_ok_runs"]
     written = [out / "runs.csv", out / "table.csv"]
     results.write_csv(written[0], run_rows, run_cols)
@@ -244,8 +246,8 @@ def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
     manifest, _ = _runs(sweep_dir)
     scalar = [g["path"] for g in manifest["grid"] if all(_scalar(v) for v in g["values"])]
     xs = list(scalar)
-    if len(scalar) < len(paths) and len({r["flows"] for r in run_rows}) > 1:
-        xs.append("flows")  # a swept table or array (e.g. the flows) sets the flow count: Jain vs flow count
+    if len(scalar) < len(paths) and len({r["n_flows"] for r in run_rows}) > 1:
+        xs.append("n_flows")  # a swept table or array (e.g. the flows) sets the flow count: Jain vs flow count
     for x in xs:
         others = [p for p in scalar if p != x]
         slug = x.replace(".", "_").replace("[", "").replace("]", "")

@@ -134,3 +134,30 @@ def test_report_of_no_sweep_fails_in_one_line(tmp_path: Path) -> None:
     proc = subprocess.run([*CCLAB, "report", str(tmp_path)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr == f"cclab: {tmp_path} is not a sweep directory (no sweep.json); run `cclab sweep` first\n"
+
+
+def test_jain_against_flow_count_when_a_swept_array_sets_the_flows(tmp_path: Path) -> None:
+    one = [{"algo": "reno", "src": "h1", "dst": "r1"}]
+    four = [{"algo": "reno", "src": "h1", "dst": "r1", "count": 4}]
+    raw = {
+        "name": "jf",
+        "duration_s": 2,
+        "topology": {"pairs": 1},
+        "bottleneck": {"rate_mbps": 10},
+        "flows": one,
+        "sweep": {"repetitions": 2, "flows": [one, four]},
+    }
+    sw = sweep.from_raw(raw)
+    d = tmp_path / "sw"
+    sweep.prepare(sw, d)
+    for pt in sw.points:
+        run_dir = d / "runs" / pt.key / f"jf-{pt.key}-20260101T000000Z"
+        run_dir.mkdir(parents=True)
+        n = 1 if pt.index == 0 else 4
+        results.write_json(run_dir / "summary.json", _summary(0.0, ["reno"] * n, [10.0 / n] * n, 0.99))
+    sweep.write_manifest(sw, d)
+    names = {p.name for p in report.write(d)}
+    assert "jain-vs-n_flows.png" in names, names
+    rows = [r for r in _table(d) if r["metric"] == "jain"]
+    assert [(r["n_flows"], r["n"], r["mean"]) for r in rows] == [("1", "2", "1"), ("4", "2", "0.9")]
+    assert [json.loads(r["flows"]) for r in rows] == [one, four]  # the swept array, as JSON in its column

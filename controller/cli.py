@@ -10,12 +10,14 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from controller import bench, cc, clean, runner, spec, system, vm
+from controller import bench, cc, clean, executors, runner, spec, sweep, system, vm
 from controller.dataplane import DataPlaneError
 from controller.live import final_table, render
 from controller.monitor import LiveState
@@ -29,6 +31,8 @@ EXPECTED = (
     TrafficError,
     system.SystemError_,
     vm.VmError,
+    sweep.SweepError,
+    executors.ExecutorError,
 )
 
 err = Console(stderr=True)
@@ -103,11 +107,86 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    if "sweep" in spec.read_raw(Path(args.spec)):
+        sw = sweep.load(Path(args.spec))
+        n = f"{sw.n_grid} points x {sw.repetitions} repetitions = {len(sw.points)} runs"
+        out.print(f"{args.spec}: ok (a sweep: {n})", soft_wrap=True)
+        return 0
     s = spec.load(Path(args.spec))
     out.print(f"{args.spec}: ok ({len(s.flows)} flows, algorithms {', '.join(s.algos)})")
     missing = runner.dataplane_missing(s.dataplane)
     if missing:  # valid, but this machine cannot run it: say what is missing (one plain line)
         print(f"cclab: dataplane = {s.dataplane!r} cannot run here: {missing}", file=sys.stderr)
+    return 0
+
+
+def _short(line: str, width: int = 44) -> str:
+    """The progress bar's live line, short enough to share an 80-column line with the bar."""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    sw = sweep.load(Path(args.spec))
+    if args.executor == "dask" and not args.scheduler:
+        raise executors.ExecutorError("--executor dask needs --scheduler ADDR (e.g. tcp://10.0.0.1:8786)")
+    if args.scheduler and args.executor != "dask":
+        raise executors.ExecutorError("--scheduler is for --executor dask")
+    sweep_dir = Path(args.dir) if args.dir else sweep.default_dir(sw)
+    execute = executors.local if args.executor == "local" else executors.dask_executor(args.scheduler)
+    by_key = {pt.key: pt for pt in sw.points}
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
+        TextColumn("{task.fields[line]}"),
+        console=out,
+        disable=args.no_live,
+    )
+    task = bar.add_task(sw.name, total=len(sw.points), line="", eta="-")
+    t0 = time.monotonic()
+
+    def on_start(key: str, prog: sweep.Progress) -> None:
+        if bar.tasks[task].completed == 0 and prog.skipped:
+            bar.update(task, completed=prog.skipped)
+        verb = "running" if args.executor == "local" else "submitted"
+        bar.update(task, line=_short(f"{verb} {key}: {by_key[key].describe()}"))
+
+    def on_end(res: sweep.TaskResult, prog: sweep.Progress) -> None:
+        run_dir = sweep.complete_run(sweep_dir, res.key)
+        if run_dir is None:
+            line = f"{res.key}: INCOMPLETE ({res.error or f'exit {res.returncode}'})"
+        else:
+            summ = json.loads((run_dir / "summary.json").read_text())
+            ach = summ["bottleneck"]["achieved_bps"]
+            fid = "ok" if summ["fidelity"]["ok"] else "NOT ok"
+            line = f"{res.key}: {'-' if ach is None else f'{ach / 1e6:.2f}'} Mbit/s, fidelity {fid}"
+        # the mean time of the runs this invocation made, times the runs left (skipped runs took no time)
+        left_s = (time.monotonic() - t0) / prog.done * (prog.total - prog.skipped - prog.done)
+        eta = f"{int(left_s // 3600)}:{int(left_s % 3600 // 60):02d}:{int(left_s % 60):02d}"
+        bar.update(task, completed=prog.skipped + prog.done, line=_short(line), eta=eta)
+        if args.no_live:
+            out.print(f"[{prog.skipped + prog.done}/{prog.total}, ETA {eta}] {line}", highlight=False, soft_wrap=True)
+
+    with bar:
+        prog = sweep.run(sw, sweep_dir, execute, plots=args.plots, on_start=on_start, on_end=on_end)
+    out.print(
+        f"sweep {sw.name}: {prog.total} runs ({sw.n_grid} points x {sw.repetitions}); {prog.skipped} were complete, "
+        f"{prog.done} ran now, {len(prog.failed)} incomplete: {sweep_dir}",
+        soft_wrap=True,
+    )
+    for key in prog.failed:
+        out.print(f"  - {key}: no complete run; `cclab sweep` again redoes it", soft_wrap=True)
+    return 0 if not prog.failed else 1
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from controller import report
+
+    written = report.write(Path(args.sweep_dir), Path(args.out) if args.out else None)
+    for p in written:
+        out.print(str(p))
     return 0
 
 
@@ -259,6 +338,30 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="validate a spec without running it")
     c.add_argument("spec")
     c.set_defaults(func=_cmd_check)
+
+    sw = sub.add_parser(
+        "sweep",
+        help="run a sweep spec: every grid point x repetition, resumable",
+        description="Run every point x repetition of a spec's [sweep] grid, each as its own experiment "
+        "(`cclab run`), into a sweep directory with sweep.json. Run it again to resume: complete runs are "
+        "skipped, incomplete ones redone in a new run directory.",
+    )
+    sw.add_argument("spec", help="spec with a [sweep] table")
+    sw.add_argument("--dir", metavar="DIR", help="sweep directory (default results/sweeps/<name>)")
+    sw.add_argument("--executor", choices=("local", "dask"), default="local", help="where runs go (default local)")
+    sw.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address for --executor dask")
+    sw.add_argument("--plots", action="store_true", help="draw each run's plots/*.png (seconds per run)")
+    sw.add_argument("--no-live", action="store_true", help="one line per run instead of the progress bar")
+    sw.set_defaults(func=_cmd_sweep)
+
+    rp = sub.add_parser(
+        "report",
+        help="tables (mean, 95 %% CI, n) and plots of a sweep, from its runs' files",
+        description="Aggregate a sweep directory's complete runs into CSV tables and PNG plots under report/.",
+    )
+    rp.add_argument("sweep_dir")
+    rp.add_argument("--out", metavar="DIR", help="where to write (default SWEEP_DIR/report)")
+    rp.set_defaults(func=_cmd_report)
 
     cl = sub.add_parser(
         "clean",

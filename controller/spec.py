@@ -577,6 +577,8 @@ def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]
 
 def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     """Validate a parsed TOML document into a Spec, or raise SpecError."""
+    if "sweep" in raw:  # controller.sweep strips the table before it parses each point
+        raise _fail("sweep", "[sweep]", "this spec is a sweep: run it with `cclab sweep`, or run one of its points")
     _check_keys(
         raw,
         "",
@@ -642,6 +644,11 @@ def _with_access_delays(topo: Topology, delays: dict[str, float]) -> Topology:
 
 def load(path: Path) -> Spec:
     """Read and validate a spec file, or raise SpecError with one clear line."""
+    return parse(read_raw(path), path)
+
+
+def read_raw(path: Path) -> dict[str, Any]:
+    """Read a spec file's TOML document, unvalidated, or raise SpecError with one clear line."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -650,4 +657,4 @@ def load(path: Path) -> Spec:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"spec error: {path} is not valid TOML: {exc}") from None
-    return parse(raw, path)
+    return raw

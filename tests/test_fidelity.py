@@ -1,0 +1,144 @@
+"""The fidelity self-check judges the emulator, not the algorithm: the rate is checked where the link had a
+standing backlog, "not applicable" elsewhere, and ``ok`` fails only on a check that applies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import runner, spec, summary
+from controller.dataplane import FlowCounters, Snapshot
+from controller.monitor import Series
+
+RATE_BPS = 10e6
+
+
+def _spec(**bottleneck: Any) -> spec.Spec:
+    return spec.parse(
+        {
+            "name": "fid",
+            "duration_s": 5,
+            "topology": {"pairs": 1},
+            "bottleneck": {"rate_mbps": RATE_BPS / 1e6, "queue_pkts": 100, **bottleneck},
+            "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}],
+        }
+    )
+
+
+def _series(rows: list[tuple[float, float, int]], capacity: dict[int, float] | None = None) -> Series:
+    """Link rows every 0.1 s from (link_bps, backlog_pkts) pairs; capacity by row index where it differs."""
+    s = Series()
+    for i, (t, bps, backlog) in enumerate(rows):
+        cap = (capacity or {}).get(i, RATE_BPS)
+        row = {"t_s": t, "link": "l1", "link_bps": bps, "capacity_bps": cap, "backlog_pkts": backlog, "jain": None}
+        s.link.append(row)
+    s.first = {"l1": Snapshot(0.0, {}, FlowCounters())}
+    s.last = {"l1": Snapshot(5.0, {}, FlowCounters(fwd_pkts=4000, fwd_bytes=6_000_000))}
+    return s
+
+
+def _steady(bps: float, backlog: int, n: int = 50) -> list[tuple[float, float, int]]:
+    return [(round(0.1 * (i + 1), 3), bps, backlog) for i in range(n)]
+
+
+def _build(series: Series, **kw: Any) -> dict[str, Any]:
+    args: dict[str, Any] = dict(complete=True, reason=None, delay_applied=False, cpu_busy=None, extra_notes=[])
+    args.update(kw)
+    return summary.build(_spec(), [], series, {}, **args)
+
+
+def test_rate_is_taken_only_over_intervals_with_a_standing_backlog() -> None:
+    rows = _steady(3e6, 0, 20) + [(2.0 + 0.1 * i, 9.95e6, 30) for i in range(1, 21)]
+    rows[25] = (rows[25][0], 4e6, 1)  # one poll with only the packet on the wire: the queue may have run dry
+    br = summary.backlogged_rate(_series(rows).link, 1.0, 5.0)
+    # 20 backlogged polls; the one with backlog 1 drops its own interval and the next
+    assert br.intervals == 17, br
+    assert br.ratio == pytest.approx(0.995)
+    assert br.rate_bps == pytest.approx(9.95e6)
+    assert br.seconds == pytest.approx(1.7)
+
+
+def test_an_interval_spanning_a_rate_change_is_left_out() -> None:
+    rows = _steady(10e6, 20, 30)
+    br = summary.backlogged_rate(_series(rows, capacity={i: 5e6 for i in range(15, 30)}).link, 0.0, 5.0)
+    # intervals 1..14 at 10 Mbit/s against 10, 16..29 at 10 against 5: the changing one (15) is skipped
+    assert br.intervals == 28
+    assert br.ratio == pytest.approx((14 * 10 + 14 * 10) / (14 * 10 + 14 * 5))
+
+
+def test_a_link_the_flows_did_not_fill_is_not_applicable_and_still_ok() -> None:
+    s = _build(_series(_steady(3e6, 0)))
+    fid = s["fidelity"]
+    assert "backlogged_rate_over_rate" not in fid["checks"]
+    assert "did not fill the link" in fid["not_applicable"]["backlogged_rate_over_rate"]
+    assert fid["ok"] is True, fid
+    assert s["bottleneck"]["backlogged_rate_bps"] is None
+    assert s["bottleneck"]["utilization"] == pytest.approx(0.3)
+
+
+def test_too_few_backlogged_intervals_are_not_applicable() -> None:
+    rows = _steady(3e6, 0, 40) + [(4.0 + 0.1 * i, 10e6, 10) for i in range(1, 5)]
+    fid = _build(_series(rows))["fidelity"]
+    assert "only 3 polling intervals" in fid["not_applicable"]["backlogged_rate_over_rate"], fid
+    assert fid["ok"] is True
+
+
+def test_a_backlogged_link_at_its_rate_passes() -> None:
+    s = _build(_series(_steady(10.05e6, 40)))
+    check = s["fidelity"]["checks"]["backlogged_rate_over_rate"]
+    assert (check["value"], check["ok"]) == (1.005, True)
+    assert s["fidelity"]["ok"] is True
+    assert s["fidelity"]["not_applicable"] == {}
+
+
+@pytest.mark.parametrize("bps", [9.7e6, 10.3e6])
+def test_a_backlogged_link_off_its_rate_by_more_than_2pct_fails(bps: float) -> None:
+    fid = _build(_series(_steady(bps, 40)))["fidelity"]
+    assert fid["checks"]["backlogged_rate_over_rate"]["ok"] is False
+    assert fid["ok"] is False
+    assert any(n.startswith("backlogged_rate_over_rate = ") for n in fid["notes"]), fid["notes"]
+
+
+def test_an_incomplete_run_is_never_ok() -> None:
+    assert _build(_series(_steady(10e6, 40)), complete=False, reason="interrupted")["fidelity"]["ok"] is False
+
+
+# --- real runs (root) ---------------------------------------------------------------
+
+
+def _run(tmp_path: Path, **bottleneck: Any) -> dict[str, Any]:
+    raw = {
+        "name": "fid",
+        "duration_s": 5,
+        "seed": 3,
+        "topology": {"pairs": 1},
+        "bottleneck": {"rate_mbps": 20, "queue_pkts": 100, **bottleneck},
+        "flows": [{"algo": "cubic", "src": "h1", "dst": "r1"}],
+    }
+    out = runner.run(spec.parse(raw), runner.RunOptions(results_root=tmp_path, plots=False))
+    assert out.summary["complete"], out.summary["reason"]
+    return out.summary
+
+
+@pytest.mark.root
+@pytest.mark.usefixtures("clean_host")
+def test_real_saturated_link_departs_at_its_rate(tmp_path: Path) -> None:
+    s = _run(tmp_path)
+    check = s["fidelity"]["checks"]["backlogged_rate_over_rate"]
+    assert check["ok"], f"departure rate {check['value']} of the rate over {check['note']}"
+    assert s["bottleneck"]["backlogged_s"] >= 3.0, s["bottleneck"]
+
+
+@pytest.mark.root
+@pytest.mark.usefixtures("clean_host")
+def test_real_loss_limited_flow_is_ok_with_the_rate_not_applicable(tmp_path: Path) -> None:
+    # 20 % random loss: timeouts keep one cubic flow far below 20 Mbit/s, so the queue never stands
+    s = _run(tmp_path, per=0.2)
+    fid = s["fidelity"]
+    assert s["bottleneck"]["utilization"] < 0.5, s["bottleneck"]
+    assert "backlogged_rate_over_rate" in fid["not_applicable"], fid
+    applicable_fail = [name for name, c in fid["checks"].items() if not c["ok"]]
+    assert fid["ok"] is (not applicable_fail and not fid["notes"]), fid
+    assert fid["checks"]["random_drops_in_99pct_interval"]["ok"], fid["checks"]

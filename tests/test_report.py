@@ -1,0 +1,163 @@
+"""`cclab report`: statistics against known values, tables from a sweep directory's files, regenerable."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import report, results, sweep
+from tests.conftest import CCLAB, REPO
+
+# Student's t quantiles t(0.975, df) from statistical tables, to check the library call against
+T975 = {1: 12.7062, 2: 4.3027, 4: 2.7764, 9: 2.2622}
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0, 3.0], [10.0, 12.0], [5.0, 5.5, 6.1, 4.9, 5.2], list(range(10))])
+def test_mean_ci_is_students_t(values: list[float]) -> None:
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = T975[n - 1] * sd / math.sqrt(n)
+    st = report.mean_ci([float(v) for v in values])
+    assert st.n == n and st.mean == pytest.approx(mean) and st.std == pytest.approx(sd)
+    assert st.ci_low == pytest.approx(mean - half, rel=1e-4) and st.ci_high == pytest.approx(mean + half, rel=1e-4)
+
+
+def test_mean_ci_edge_cases() -> None:
+    assert report.mean_ci([]) == report.Stat(0, None, None, None, None)
+    assert report.mean_ci([4.0]) == report.Stat(1, 4.0, None, None, None)
+    assert report.mean_ci([4.0, 4.0, 4.0]) == report.Stat(3, 4.0, 0.0, 4.0, 4.0)
+
+
+def _summary(per: float, algos: list[str], tputs_mbps: list[float], util: float) -> dict[str, Any]:
+    return {
+        "complete": True,
+        "name": "x",
+        "flows": [
+            {"id": f"f{i + 1}", "algo": a, "throughput_bps": t * 1e6} for i, (a, t) in enumerate(zip(algos, tputs_mbps))
+        ],
+        "bottleneck": {"utilization": util, "achieved_bps": util * 10e6, "measured_loss": per},
+        "jain": 1.0 if len(tputs_mbps) == 1 else 0.9,
+        "fidelity": {"ok": True},
+    }
+
+
+def _sweep_dir(tmp_path: Path) -> tuple[Path, dict[tuple[int, int], float]]:
+    """A sweep over bottleneck.per (2 points) x 3 repetitions of two flows (reno, tcpwplus), from the files a
+    sweep writes; one run of point 1 incomplete (it must not count)."""
+    raw = {
+        "name": "rep",
+        "duration_s": 2,
+        "topology": {"pairs": 2},
+        "bottleneck": {"rate_mbps": 10},
+        "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}, {"algo": "tcpwplus", "src": "h2", "dst": "r2"}],
+        "sweep": {"repetitions": 3, "bottleneck.per": [0, 1e-3]},
+    }
+    sw = sweep.from_raw(raw)
+    d = tmp_path / "sw"
+    sweep.prepare(sw, d)
+    reno = {}
+    for pt in sw.points:
+        run_dir = d / "runs" / pt.key / f"rep-{pt.key}-20260101T000000Z"
+        run_dir.mkdir(parents=True)
+        per = dict(pt.values)["bottleneck.per"]
+        r = 4.0 + pt.rep - 2 * pt.index
+        reno[(pt.index, pt.rep)] = r
+        summ = _summary(per, ["reno", "tcpwplus"], [r, 5.0 + 0.5 * pt.rep], 0.9 + 0.01 * pt.rep)
+        if pt.key == "p001-r2":
+            summ["complete"] = False
+            (run_dir / "INCOMPLETE").write_text("")
+        results.write_json(run_dir / "summary.json", summ)
+        results.write_csv(
+            run_dir / "cwnd.csv",
+            [{"t_s": 0.1 * i, "flow": "f1", "algo": "reno", "cwnd_pkts": 10 + i} for i in range(20)],
+        )
+        results.write_csv(
+            run_dir / "ccstate.csv", [{"t_s": 0.1 * i, "flow": "f2", "bwe_bps": 5e6 + i} for i in range(20)]
+        )
+    sweep.write_manifest(sw, d)
+    return d, reno
+
+
+def _table(d: Path) -> list[dict[str, str]]:
+    with (d / "report" / "table.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_report_tables_have_n_mean_and_ci_per_point_and_algorithm(tmp_path: Path) -> None:
+    d, reno = _sweep_dir(tmp_path)
+    written = report.write(d)
+    rows = _table(d)
+    got = {(r["point"], r["metric"], r["algo"]): r for r in rows}
+    r0 = got[("0", "flow_throughput_mbps", "reno")]
+    assert (r0["bottleneck.per"], r0["n"], r0["repetitions"]) == ("0", "3", "3")
+    assert float(r0["mean"]) == pytest.approx(5.0)  # 4, 5, 6
+    assert float(r0["ci95_high"]) - 5.0 == pytest.approx(T975[2] * 1.0 / math.sqrt(3), rel=1e-4)
+    r1 = got[("1", "flow_throughput_mbps", "reno")]
+    assert (r1["bottleneck.per"], r1["n"]) == ("0.001", "2")  # the incomplete run is left out
+    assert float(r1["mean"]) == pytest.approx((reno[(1, 0)] + reno[(1, 1)]) / 2)
+    assert float(r1["ci95_high"]) - float(r1["mean"]) == pytest.approx(
+        T975[1] * math.sqrt(0.5) / math.sqrt(2), rel=1e-4
+    )
+    assert got[("0", "flow_throughput_mbps", "tcpwplus")]["mean"] == "5.5"
+    util = got[("0", "utilization", "all")]
+    assert float(util["mean"]) == pytest.approx(0.91) and util["n"] == "3"
+    with (d / "report" / "runs.csv").open() as f:
+        runs = list(csv.DictReader(f))
+    assert len(runs) == 5 and {r["seed"] for r in runs} == {
+        str(s) for s in json.loads((d / "sweep.json").read_text())["seeds"]
+    }
+    names = {p.name for p in written}
+    assert {"table.csv", "runs.csv", "throughput-vs-bottleneck_per.png", "utilization-vs-bottleneck_per.png"} <= names
+    assert {"jain-vs-bottleneck_per.png", "traces-p000.png", "traces-p001.png"} <= names
+    for p in written:
+        assert p.stat().st_size > 0
+
+
+def test_report_is_regenerated_from_the_runs(tmp_path: Path) -> None:
+    d, _ = _sweep_dir(tmp_path)
+    report.write(d)
+    first = (d / "report" / "table.csv").read_text()
+    (d / "report" / "table.csv").unlink()
+    proc = subprocess.run([*CCLAB, "report", str(d)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (d / "report" / "table.csv").read_text() == first
+
+
+def test_report_of_no_sweep_fails_in_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run([*CCLAB, "report", str(tmp_path)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr == f"cclab: {tmp_path} is not a sweep directory (no sweep.json); run `cclab sweep` first\n"
+
+
+def test_jain_against_flow_count_when_a_swept_array_sets_the_flows(tmp_path: Path) -> None:
+    one = [{"algo": "reno", "src": "h1", "dst": "r1"}]
+    four = [{"algo": "reno", "src": "h1", "dst": "r1", "count": 4}]
+    raw = {
+        "name": "jf",
+        "duration_s": 2,
+        "topology": {"pairs": 1},
+        "bottleneck": {"rate_mbps": 10},
+        "flows": one,
+        "sweep": {"repetitions": 2, "flows": [one, four]},
+    }
+    sw = sweep.from_raw(raw)
+    d = tmp_path / "sw"
+    sweep.prepare(sw, d)
+    for pt in sw.points:
+        run_dir = d / "runs" / pt.key / f"jf-{pt.key}-20260101T000000Z"
+        run_dir.mkdir(parents=True)
+        n = 1 if pt.index == 0 else 4
+        results.write_json(run_dir / "summary.json", _summary(0.0, ["reno"] * n, [10.0 / n] * n, 0.99))
+    sweep.write_manifest(sw, d)
+    names = {p.name for p in report.write(d)}
+    assert "jain-vs-n_flows.png" in names, names
+    rows = [r for r in _table(d) if r["metric"] == "jain"]
+    assert [(r["n_flows"], r["n"], r["mean"]) for r in rows] == [("1", "2", "1"), ("4", "2", "0.9")]
+    assert [json.loads(r["flows"]) for r in rows] == [one, four]  # the swept array, as JSON in its column

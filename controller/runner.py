@@ -666,6 +666,7 @@ def _write(
             "dst",
             "start_s",
             "duration_s",
+            "active_s",
             "path",
             "base_rtt_ms",
             "min_rtt_ms",

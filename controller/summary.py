@@ -1,8 +1,8 @@
 """summary.json: the results contract (DESIGN.md), with the fidelity self-check.
 
 Throughput is the in-network view: wire bytes a flow got through the last
-emulated link of its path, over its scheduled duration (a finite transfer:
-over its completion time).  Each emulated link has its own entry in
+emulated link of its path, over the time they took to cross it (``active_s``;
+a finite transfer: over its completion time).  Each emulated link has its own entry in
 ``links`` (per-flow counters, drops by cause, Jain's index over the flows
 that cross it); ``bottleneck`` repeats the first of them for old readers.  A run that misses its
 spec says so in ``fidelity`` instead of passing silently.
@@ -193,6 +193,21 @@ def _link_entry(
     }
 
 
+def _active_seconds(series: Series, interval_s: float) -> dict[str, float]:
+    """Per flow, the time its bytes crossed its last link: from the start of the first polling interval in
+    which any did to the end of the last.  A flow's own start-up and the queue it leaves to drain after its
+    sender stops belong to it; the scheduled duration would miss them (several percent of a short run)."""
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    prev_t: dict[str, float] = {}
+    for t, fid, _algo, nbytes, *_rest in series.timeseries:
+        if nbytes > 0:
+            first.setdefault(fid, prev_t.get(fid, max(0.0, t - interval_s)))
+            last[fid] = t
+        prev_t[fid] = t
+    return {fid: last[fid] - first[fid] for fid in first if last[fid] > first[fid]}
+
+
 def build(
     spec: Spec,
     flows: list[MonitoredFlow],
@@ -221,6 +236,7 @@ def build(
         for i, (lid, ls) in enumerate(emulated.items())
     ]
     by_link = {lk["id"]: lk for lk in links}
+    active_s = _active_seconds(series, spec.interval_s)
     min_rtts: dict[str, float] = {}
     retrans: dict[str, int] = {}
     for r in series.tcpinfo:
@@ -234,7 +250,8 @@ def build(
         hops = [by_link[lid]["flows"][mf.id] for lid in path if lid in by_link]
         at_end = hops[-1] if hops else {"bytes": 0, "packets": 0, "offered_bytes": 0}
         rep = traffic.get(mf.id, {})
-        secs = rep.get("completion_s") or sf.duration_s
+        active = active_s.get(mf.id)
+        secs = rep.get("completion_s") or active or sf.duration_s
         tput = at_end["bytes"] * 8 / secs
         gp = goodputs.get(mf.id)
         min_rtt = min_rtts.get(mf.id)
@@ -246,6 +263,7 @@ def build(
             "dst": sf.dst,
             "start_s": sf.start_s,
             "duration_s": sf.duration_s,
+            "active_s": None if active is None else round(active, 3),
             "five_tuple": [mf.key.src, mf.key.dst, mf.key.sport, mf.key.dport, "tcp" if sf.is_tcp else "udp"],
             "path": path,
             "base_rtt_ms": base_rtt if delay_applied else 0.0,

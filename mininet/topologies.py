@@ -25,6 +25,7 @@ would shadow Mininet itself).
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from mininet.node import Host
 from mininet.nodelib import LinuxBridge
 from mininet.topo import Topo
 
-REPO = Path(__file__).resolve().parents[1]
+# `mn --custom` execs this file without __file__; the code object still knows its file name
+REPO = Path(inspect.currentframe().f_code.co_filename).resolve().parents[1]  # type: ignore[union-attr]
 if str(REPO) not in sys.path:  # `mn --custom` runs from anywhere
     sys.path.insert(0, str(REPO))
 

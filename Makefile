@@ -97,7 +97,7 @@ bench: deps venv build
 lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet
 	$(VENV)/bin/mypy controller hosts
-	$(VENV)/bin/mypy --follow-imports=silent mininet/p4switch.py
+	$(VENV)/bin/mypy --follow-imports=silent mininet/p4switch.py mininet/topologies.py
 
 clean:
 	rm -rf $(BUILD)

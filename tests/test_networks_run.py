@@ -156,3 +156,19 @@ def test_udp_onoff_offers_its_rate_and_tcp_yields_and_recovers(tmp_path: Path) -
     fin = next(f for f in summ["flows"] if f["id"] == "f3")
     assert fin["completion_s"] is not None and 0 < fin["completion_s"] < 11, fin
     assert fin["bytes"] >= 3_000_000, f"a 3 MB transfer put {fin['bytes']} bytes through the link"
+
+
+@pytest.mark.usefixtures("clean_host")
+@pytest.mark.skipif(shutil.which("mn") is None, reason="Mininet's mn is not installed (make deps)")
+@pytest.mark.parametrize("topo", ["dumbbell,2", "parking_lot,2"])
+def test_presets_build_by_hand_with_mn_custom(topo: str) -> None:
+    """`sudo mn --custom mininet/topologies.py --topo <preset>,...`: every host reaches every other."""
+    import subprocess
+
+    proc = subprocess.run(
+        ["mn", "--custom", str(REPO / "mininet" / "topologies.py"), "--topo", topo, "--switch", "cclabbr",
+         "--host", "cclabhost", "--controller", "none", "--test", "pingall"],
+        capture_output=True, text=True, timeout=120, cwd="/tmp",
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Results: 0% dropped" in out, out[-1500:]

@@ -73,10 +73,26 @@ parser CclabParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        /* Ports only in first fragments without options. */
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (IPV4_IHL_MIN, 13w0, IP_PROTO_TCP): parse_l4;
-            (IPV4_IHL_MIN, 13w0, IP_PROTO_UDP): parse_l4;
+        /* A flow's packet: IPv4 version 4, a header of 20..60 bytes (IHL 5..15),
+         * the first fragment (later ones carry no ports), TCP or UDP.  Anything
+         * else keeps hdr.l4 invalid and counts as undeclared traffic. */
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.frag_offset) {
+            (IPV4_VERSION, IPV4_IHL_MIN, 13w0): parse_ipv4_proto;
+            (IPV4_VERSION, 4w6 &&& 4w0xE, 13w0): parse_ipv4_options;     /* IHL 6, 7 */
+            (IPV4_VERSION, 4w8 &&& 4w0x8, 13w0): parse_ipv4_options;     /* IHL 8..15 */
+            default: accept;
+        }
+    }
+
+    state parse_ipv4_options {
+        packet.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - (bit<32>)IPV4_IHL_MIN) * 32);
+        transition parse_ipv4_proto;
+    }
+
+    state parse_ipv4_proto {
+        transition select(hdr.ipv4.protocol) {
+            IP_PROTO_TCP: parse_l4;
+            IP_PROTO_UDP: parse_l4;
             default: accept;
         }
     }
@@ -234,6 +250,7 @@ control CclabDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv4_options);
         packet.emit(hdr.l4);
     }
 }

@@ -133,7 +133,7 @@ class Bmv2Bottleneck:
     _still_since: float = field(default=0.0, init=False)
     _qdrop: dict[int, tuple[int, int]] = field(default_factory=dict, init=False)
     _link_qdrop: tuple[int, int] = field(default=(0, 0), init=False)
-    _history: deque[tuple[float, dict[int, int]]] = field(default_factory=deque, init=False)
+    _history: deque[tuple[float, dict[int, tuple[int, int]]]] = field(default_factory=deque, init=False)
     quiescent: bool = field(default=False, init=False)
     """Whether the last read found nothing offered or sent for a whole drain window (queue empty)."""
     drain_window_s: float = field(default=0.0, init=False)
@@ -278,6 +278,7 @@ class Bmv2Bottleneck:
         p = self._params
         rate_pps = queue_rate_pps(p.rate_bps, p.mtu) if p else 1
         qlim = queue_depth_pkts(p) if p else MAX_QUEUE_PKTS
+        frame = frame_bytes(p.mtu if p else 1500)  # no frame on the link is larger
         # Twice the time the full queue takes to drain (for a switch that falls
         # behind its rate), plus slack: older packets have left the queue.
         window_s = 2 * (qlim + IN_FLIGHT_PKTS) / rate_pps + DRAIN_MARGIN_S
@@ -291,8 +292,10 @@ class Bmv2Bottleneck:
         # What may still be queued: nothing once quiescent, else up to the whole
         # queue plus a packet in each of the ingress hand-off and egress ...
         held_max = 0 if quiescent else qlim + IN_FLIGHT_PKTS
-        # ... and no more than the flow offered within the window.
-        self._history.append((t, {i: r.off_p for i, r in raw.items()}))
+        # ... and no more than the flow offered within the window. Bytes held are bounded
+        # the same way, and by full-size frames: never by the flow's average frame, which
+        # earlier traffic of other sizes skews (a drop would then be over-counted for good).
+        self._history.append((t, {i: (r.off_p, r.off_b) for i, r in raw.items()}))
         while len(self._history) > 1 and self._history[1][0] <= t - window_s:
             self._history.popleft()
         t_ref, off_ref = self._history[0]
@@ -303,12 +306,15 @@ class Bmv2Bottleneck:
             d_p = r.off_p - r.fwd_p - r.rnd_p
             d_b = r.off_b - r.fwd_b - r.rnd_b
             held = min(max(0, d_p), held_max)
+            held_b = max(0, d_b)
             if windowed:
-                held = min(held, r.off_p - off_ref.get(i, 0))
-            avg = r.off_b / r.off_p if r.off_p else 0.0
+                ref_p, ref_b = off_ref.get(i, (0, 0))
+                held = min(held, r.off_p - ref_p)
+                held_b = min(held_b, r.off_b - ref_b)
+            held_b = min(held_b, held * frame)
             q_p0, q_b0 = self._qdrop.get(i, (0, 0))
             q_p = max(q_p0, d_p - held)
-            q_b = max(q_b0, min(d_b, int(round(d_b - held * avg))) if d_p - held > 0 else 0)
+            q_b = max(q_b0, d_b - held_b if d_p - held > 0 else 0)
             self._qdrop[i] = (q_p, q_b)
             fc = FlowCounters(
                 fwd_bytes=r.fwd_b,
@@ -329,10 +335,10 @@ class Bmv2Bottleneck:
         d_p = link.enq_pkts - link.fwd_pkts - link.rnd_drop_pkts
         d_b = link.enq_bytes - link.fwd_bytes - link.rnd_drop_bytes
         held = min(max(0, d_p), 0 if quiescent else qlim + IN_FLIGHT_PKTS)
-        avg = link.enq_bytes / link.enq_pkts if link.enq_pkts else 0.0
+        held_b = min(max(0, d_b), held * frame)
         q_p0, q_b0 = self._link_qdrop
         link.q_drop_pkts = max(q_p0, link.q_drop_pkts, d_p - held)
-        link.q_drop_bytes = max(q_b0, link.q_drop_bytes, min(d_b, int(round(d_b - held * avg))) if d_p > held else 0)
+        link.q_drop_bytes = max(q_b0, link.q_drop_bytes, d_b - held_b if d_p > held else 0)
         self._link_qdrop = (link.q_drop_pkts, link.q_drop_bytes)
         snap.link = link
         return snap

@@ -26,6 +26,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_Router_Alert, fragment
@@ -55,7 +56,7 @@ from tests.conformance.conftest import (
 pytestmark = [pytest.mark.root, pytest.mark.conformance]
 
 
-def l4(key: FlowKey, **ip: object) -> Packet:
+def l4(key: FlowKey, **ip: Any) -> Packet:
     """The IPv4 + TCP/UDP headers of a flow (TCP: a bare ACK; the receiver answers with RST, the other way)."""
     head = IP(src=key.src, dst=key.dst, **ip)
     if key.proto == 6:

@@ -245,17 +245,10 @@ def test_queue_limit_exact_in_packets(bed: Target) -> None:
     assert len(seqs) - early == q, f"{len(seqs) - early} frames queued ({early} left at once), limit {q} packets"
 
 
-def test_queue_limit_exact_in_bytes(request: pytest.FixtureRequest, bed: Target) -> None:
+def test_queue_limit_exact_in_bytes(bed: Target) -> None:
     """Clause: drop-tail queue limit Q in bytes, exact. A burst onto a 1 Mbit/s link with Q = 12000 bytes:
     4 full frames, then 56 frames of 64-1514 bytes. Each frame after those that left at once is queued iff
     the bytes queued plus its own fit in Q (a later small frame may fit where a large one did not)."""
-    deviates(
-        request,
-        bed,
-        "bmv2",
-        "BMv2's queue holds packets, not bytes: queue_bytes becomes queue_bytes // 1514 whole frames "
-        "(controller/dataplane/bmv2.py queue_depth_pkts), so smaller frames overfill the byte limit",
-    )
     qbytes = 12_000
     bed.program(replace(BASE, rate_bps=SLOW_BPS, queue_pkts=None, queue_bytes=qbytes))
     rng = random.Random(13)

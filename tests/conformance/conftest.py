@@ -157,12 +157,18 @@ class Target:
     # --- traffic ------------------------------------------------------------
 
     def exchange(
-        self, frames: list[bytes], rate_bps: float, batch: int, during: Callable[[float], None] | None = None
+        self,
+        frames: list[bytes],
+        rate_bps: float,
+        batch: int,
+        during: Callable[[float], None] | None = None,
+        lead_s: float = 0.0,
     ) -> Capture:
         """Send `frames` from h1 at `rate_bps` of wire bytes (0: back to back) and capture them at r1.
 
-        `during(t_start)` runs while the sender sends (e.g. a schedule step). Returns
-        once the link has drained and the receiver has stopped.
+        `during(t_start)` runs while the sender sends (e.g. a schedule step); `lead_s`
+        pauses after the first frame. Returns once the link has drained and the
+        receiver has stopped.
         """
         name = f"batch{batch}"
         out_pcap, in_pcap = self.tmp / f"{name}.sent.pcap", self.tmp / f"{name}.recv.pcap"
@@ -178,7 +184,7 @@ class Target:
         try:
             assert rx.stdout is not None and rx.stdout.readline().strip() == "ready", "receiver did not start"
             tx = h1.popen(
-                [sys.executable, str(WIRE), "send", "h1-eth0", str(out_pcap), str(rate_bps)],
+                [sys.executable, str(WIRE), "send", "h1-eth0", str(out_pcap), str(rate_bps), str(lead_s)],
                 stdout=subprocess.PIPE,
                 text=True,
             )

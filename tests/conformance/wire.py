@@ -1,11 +1,13 @@
 """Send and capture raw Ethernet frames inside a Mininet host, for the conformance suite.
 
-    wire.py send IFACE FRAMES.pcap RATE_BPS   -> prints {"start": T} then {"sent": N, "end": T}
+    wire.py send IFACE FRAMES.pcap RATE_BPS [LEAD_S]
+                                           -> prints {"start": T} then {"sent": N, "end": T}
     wire.py recv IFACE OUT.pcap               -> prints "ready"; on a line (or EOF) on stdin it
                                                  drains, writes OUT.pcap, prints {"received": N}
 
 The sender paces on wire bytes (frame length, no FCS): frame i leaves when the
 frames before it would have taken that long at RATE_BPS; 0 sends back to back.
+LEAD_S > 0 pauses that long after the first frame (it is on the link, alone).
 The receiver keeps incoming frames only (not the host's own replies), each
 with the kernel's receive time (SO_TIMESTAMPNS), and writes them with
 nanosecond timestamps. Scapy reads and writes the pcap files without
@@ -43,14 +45,18 @@ def _socket(iface: str) -> socket.socket:
     return s
 
 
-def send(iface: str, pcap: str, rate_bps: float) -> None:
+def send(iface: str, pcap: str, rate_bps: float, lead_s: float) -> None:
     frames = [bytes(data) for data, _meta in RawPcapReader(pcap)]
     s = _socket(iface)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     print(json.dumps({"start": time.time()}), flush=True)
     t0 = time.monotonic()
     sent_bits = 0
-    for frame in frames:
+    for i, frame in enumerate(frames):
+        if i == 1 and lead_s > 0:
+            t0 += lead_s
+            while time.monotonic() < t0:
+                pass
         if rate_bps > 0:
             due = t0 + sent_bits / rate_bps
             while time.monotonic() < due:
@@ -105,6 +111,6 @@ def write_pcap(path: str, frames: list[tuple[int, bytes]]) -> None:
 if __name__ == "__main__":
     cmd, *a = sys.argv[1:]
     if cmd == "send":
-        send(a[0], a[1], float(a[2]))
+        send(a[0], a[1], float(a[2]), float(a[3]) if len(a) > 3 else 0.0)
     else:
         recv(a[0], a[1])

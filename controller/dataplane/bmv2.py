@@ -4,11 +4,11 @@ Layout on the bottleneck link A -> B (A = the switch's bottleneck port):
 
     ingress:  ipv4_forward entries (one per sender, one per far-side prefix),
               flow_stats entries (the spec's flows, counter index 1..n;
-              index 0 = everything else), `offered` counter
-    ingress:  (cont.) drop-tail admission: the program keeps the queue's
-              occupancy (packets and wire bytes, registers) and admits a
-              packet iff it fits the limit of queue_limit (packets or bytes);
-              `queue_drops` counts those it refuses, per flow
+              index 0 = everything else), `offered` counter; drop-tail
+              admission: the program keeps the queue's occupancy (packets
+              and wire bytes, registers) and admits a packet iff it fits the
+              limit of queue_limit (packets or bytes); `queue_drops` counts
+              those it refuses, per flow
     TM:       BMv2's egress queue of port A shapes: rate in packets/s,
               converted from bit/s with the full-size frame (MTU + 14), set
               over Thrift (simple_switch_CLI); its depth is set far above any

@@ -32,8 +32,14 @@ HOST, SWITCH = "host", "switch"
 #: address group per host-name prefix: senders 10.S.1.n, receivers 10.S.2.n, others 10.S.3.n
 ADDRESS_GROUPS = {"h": 1, "r": 2}
 OTHER_GROUP = 3
+#: each L2 segment's subnet: 10.<segment>.0.0/16
+PREFIX_LEN = 16
 MAX_HOSTS_PER_GROUP = 254
 MAX_SEGMENTS = 255
+
+
+def subnet(segment: int) -> str:
+    return f"10.{segment}.0.0/{PREFIX_LEN}"
 
 
 class GraphError(ValueError):

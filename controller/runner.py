@@ -27,7 +27,7 @@ from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
 from controller.dataplane.delay import LinkDelay
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredFlow, MonitoredLink
-from controller.network import EmulatedLink, Graph, Link, LinkSpec
+from controller.network import EmulatedLink, Graph, Link, LinkSpec, subnet
 from controller.spec import Flow, Spec
 from hosts.tcpinfo import TcpInfoSampler
 from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, TrafficError, UdpOnOffFlow
@@ -118,18 +118,6 @@ def dataplane_missing(dataplane: str) -> str | None:
         f"missing {', '.join(missing)}; install p4c and BMv2 with PI (the p4lang packages, README: P4 targets) "
         "so they are on PATH, then `make build`"
     )
-
-
-def sender_ip(name: str) -> str:
-    return f"10.0.1.{int(name[1:])}"
-
-
-def receiver_ip(name: str) -> str:
-    return f"10.0.2.{int(name[1:])}"
-
-
-#: every receiver is behind the bottleneck
-RECEIVER_PREFIX = "10.0.2.0/24"
 
 
 # --- checks before anything is built -------------------------------------------
@@ -245,18 +233,6 @@ def _queue_bytes(ls: LinkSpec) -> int:
     return ls.queue_bytes or (ls.queue_pkts or 100) * (MTU + 14)
 
 
-def bmv2_routes(net: Any, switch: Any, bottleneck_intf: Any, pairs: int) -> tuple[Route, ...]:
-    """ipv4_forward entries of the dumbbell's BMv2 switch: each sender on its port, receivers over the bottleneck."""
-    routes = []
-    for i in range(1, pairs + 1):
-        host = net.get(f"h{i}")
-        link = net.linksBetween(switch, host)[0]
-        intf = link.intf1 if link.intf1.node is switch else link.intf2
-        routes.append(Route(f"{sender_ip(host.name)}/32", switch.ports[intf]))
-    routes.append(Route(RECEIVER_PREFIX, switch.ports[bottleneck_intf], bottleneck=True))
-    return tuple(routes)
-
-
 def _intf_towards(net: Any, node: str, peer: str) -> Any:
     """node's Mininet interface on its link to peer."""
     a, b = net.get(node), net.get(peer)
@@ -266,10 +242,11 @@ def _intf_towards(net: Any, node: str, peer: str) -> Any:
 
 def p4_routes(graph: Graph, link: Link, to_b_port: int, to_a_port: int) -> tuple[Route, ...]:
     """ipv4_forward entries of a link's two-port BMv2 switch: every address behind b over the bottleneck
-    port, every other address of the link's segment back towards a."""
+    port, every other address of the link's segment back towards a, and the rest of the segment's subnet
+    over the bottleneck (an address no host has goes on, as a bridge would flood it)."""
     behind_b = graph.side(link, link.b)
     seg = graph.link_segment(link)
-    routes = []
+    routes = [Route(subnet(seg), to_b_port, bottleneck=True)]
     for (host, s), ip in sorted(graph.addresses.items()):
         if s != seg:
             continue
@@ -540,6 +517,8 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                 }
                 first = next(iter(ex.dps.values()))
                 extra["bottleneck_devices"] = [first.egress_dev, first.ingress_dev]
+                if isinstance(first, Bmv2Bottleneck):  # the first link's, for readers of one-bottleneck runs
+                    extra["bmv2"] = first.describe()
                 results.write_json(run_dir / "manifest.json", results.manifest(spec, extra))
                 ex.start_servers(net)
                 reader = CcStateReader(spec.algos)

@@ -39,12 +39,11 @@ REPO = Path(inspect.currentframe().f_code.co_filename).resolve().parents[1]  # t
 if str(REPO) not in sys.path:  # `mn --custom` runs from anywhere
     sys.path.insert(0, str(REPO))
 
-from controller.network import Graph, GraphError, Link, LinkSpec, dumbbell, parking_lot  # noqa: E402
+from controller.network import PREFIX_LEN, Graph, GraphError, Link, LinkSpec, dumbbell, parking_lot  # noqa: E402
 
 #: Offloads off: loss and queueing must act on wire-size packets (with GSO on,
 #: tc sees 64 KB super-packets).
 OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off")
-PREFIX_LEN = 16
 #: a preset's bottleneck when built by hand (`mn --custom`): not programmed
 BY_HAND = LinkSpec(rate_mbps=100.0)
 

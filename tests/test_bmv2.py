@@ -9,9 +9,7 @@ Skips with the reason where p4c-bm2-ss or simple_switch_grpc is not on PATH.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -21,23 +19,19 @@ from typing import Any
 
 import pytest
 
-from controller import runner
 from controller.dataplane import FlowCounters, FlowKey
 from controller.dataplane.bmv2 import Bmv2Bottleneck, queue_rate_pps
 from controller.dataplane.kernel import LinkParams
 from controller.metrics import binomial_interval
-from tests.conftest import REPO
+from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, P4C, bmv2_dumbbell, compile_p4
+from tests.conftest import pids as _pids  # noqa: F401 (tests/test_bmv2_run.py imports it from here)
 
-P4C = "p4c-bm2-ss"
-_missing = [t for t in (P4C, "simple_switch_grpc", "simple_switch_CLI") if shutil.which(t) is None]
 pytestmark = [
     pytest.mark.bmv2,
     pytest.mark.root,
     pytest.mark.skipif(shutil.which(P4C) is None, reason=f"{P4C} not on PATH (install p4c)"),
 ]
-needs_switch = pytest.mark.skipif(
-    bool(_missing), reason=f"{', '.join(_missing)} not on PATH (install p4c and BMv2 with PI)"
-)
+needs_switch = pytest.mark.skipif(bool(BMV2_MISSING), reason=BMV2_SKIP_REASON)
 
 SRC, DST = "10.0.1.1", "10.0.2.1"
 SPORT, DPORT = 41001, 5301
@@ -49,25 +43,6 @@ TOOL = Path(__file__).with_name("udp_tool.py")
 KEY = FlowKey(SRC, DST, SPORT, DPORT, 17)
 #: a rate BMv2 carries here with room to spare (it is a software switch)
 FAST_BPS = 200_000_000
-
-
-def compile_p4(out: Path) -> subprocess.CompletedProcess[str]:
-    out.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        [
-            P4C,
-            "--std",
-            "p4-16",
-            "--p4runtime-files",
-            str(out / "bottleneck.p4info.txtpb"),
-            "-o",
-            str(out / "bottleneck.json"),
-            str(REPO / "p4" / "v1model" / "bottleneck.p4"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def test_p4_compiles_without_warnings(tmp_path: Path) -> None:
@@ -109,66 +84,11 @@ def _params(rate_bps: int = FAST_BPS, queue_pkts: int = 1000, per: float = 0.0) 
     return LinkParams(rate_bps=rate_bps, queue_pkts=queue_pkts, per=per)
 
 
-def _pids(exe: str) -> list[str]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                argv0 = (d / "cmdline").read_bytes().split(b"\0")[0].decode()
-            except OSError:
-                continue
-            if os.path.basename(argv0) == exe:
-                out.append(d.name)
-    return out
-
-
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
-    from mininet.log import setLogLevel
-    from mininet.net import Mininet
-
-    assert not _pids("simple_switch_grpc"), "a simple_switch_grpc is already running"
     out = tmp_path_factory.mktemp("p4")
-    proc = compile_p4(out)
-    assert proc.returncode == 0, proc.stderr
-    setLogLevel("error")
-    mod = runner.load_topology_module()
-    node = runner.load_p4switch_module()
-    topo = mod.Dumbbell(pairs=1)
-    info = dict(topo.nodeInfo("s1"))
-    info.update(
-        cls=node.Bmv2Switch,
-        json_path=out / "bottleneck.json",
-        p4info_path=out / "bottleneck.p4info.txtpb",
-        log_dir=out,
-    )
-    topo.setNodeInfo("s1", info)
-    net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
-    dp: Bmv2Bottleneck | None = None
-    try:
-        net.start()
-        net.staticArp()
-        node.checksum_offload_off(net.hosts)
-        s1 = net.get("s1")
-        a = s1.intf("s1-eth1")
-        dp = Bmv2Bottleneck(
-            "pytest-bmv2",
-            s1,
-            s1.ports[a],
-            "s1-eth1",
-            "s2-eth1",
-            routes=runner.bmv2_routes(net, s1, a, 1),
-            flows=(KEY,),
-        )
-        dp.setup(_params(), seed=7, use_delay=False)
+    with bmv2_dumbbell("pytest-bmv2", out, (KEY,), _params()) as (net, dp):
         yield Bed(net, dp)
-    finally:
-        if dp is not None:
-            dp.teardown()
-        net.stop()
-    assert not _pids("simple_switch_grpc"), "simple_switch_grpc left running after net.stop()"
-    left = [p for p in Path("/run/cclab").glob("bmv2-*") if p.suffix in (".sock", ".pid")]
-    assert not left, f"switch socket or pidfile left behind: {left}"
 
 
 @needs_switch

@@ -20,7 +20,7 @@ import pytest
 from controller.dataplane import FlowCounters, FlowKey
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.metrics import binomial_interval
-from controller.runner import load_topology_module
+from tests.conftest import kernel_dumbbell
 
 pytestmark = pytest.mark.root
 
@@ -64,20 +64,8 @@ class Bed:
 
 @pytest.fixture(scope="module")
 def bed() -> Iterator[Bed]:
-    from mininet.log import setLogLevel
-    from mininet.net import Mininet
-
-    setLogLevel("error")
-    mod = load_topology_module()
-    net = Mininet(mod.Dumbbell(pairs=1), switch=mod.CclabBridge, host=mod.CclabHost, controller=None)
-    dp = KernelBottleneck("pytest-dataplane", "s1-eth1", "s2-eth1")
-    try:
-        net.start()
-        dp.setup(LinkParams(rate_bps=1_000_000_000, queue_pkts=1000), seed=7, use_delay=False)
+    with kernel_dumbbell("pytest-dataplane", LinkParams(rate_bps=1_000_000_000, queue_pkts=1000)) as (net, dp):
         yield Bed(net, dp)
-    finally:
-        dp.teardown()
-        net.stop()
 
 
 def test_counters_equal_packets_sent_and_loss_in_binomial_interval(bed: Bed) -> None:

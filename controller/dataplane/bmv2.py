@@ -4,30 +4,26 @@ Layout on the bottleneck link A -> B (A = the switch's bottleneck port):
 
     ingress:  ipv4_forward entries (one per sender, one per far-side prefix),
               flow_stats entries (the spec's flows, counter index 1..n;
-              index 0 = everything else), `offered` counter
-    TM:       BMv2's egress queue of port A: rate in packets/s and depth in
-              packets, converted from bit/s and packets with the wire frame
-              size (MTU + 14), set over Thrift (simple_switch_CLI); no tc
-              queue in front of it
-    egress:   random loss after the queue (link_loss default action holds the
-              threshold), `forwarded` / `random_drops` counters, the
-              `queue_depth` histogram
+              index 0 = everything else), `offered` counter; drop-tail
+              admission: the program keeps the queue's occupancy (packets
+              and wire bytes, registers) and admits a packet iff it fits the
+              limit of queue_limit (packets or bytes); `queue_drops` counts
+              those it refuses, per flow
+    TM:       BMv2's egress queue of port A shapes: rate in packets/s,
+              converted from bit/s with the full-size frame (MTU + 14), set
+              over Thrift (simple_switch_CLI); its depth is set far above any
+              limit, so it never drops: the program's admission is the queue
+              limit. No tc queue in front of it
+    egress:   release the packet's place in the queue, then random loss
+              after the queue (link_loss default action holds the threshold),
+              `forwarded` / `random_drops` counters, the `queue_depth`
+              histogram
     delay:    netem on the devices after the link in each direction (the
               far-side Linux bridge's ports), as on the kernel target
 
-Queue drops happen in BMv2's traffic manager, which the program cannot see.
-Per flow they are derived here as  offered - forwarded - random_drops -
-backlog, where the backlog (packets of the flow still queued) is taken as
-large as it can be: at most the queue limit + 2 (one packet in the ingress
-hand-off, one in egress), and at most what the flow offered within twice the
-time the full queue takes to drain (older packets have left it); zero once
-nothing was offered or sent for that long (a non-empty queue would have sent
-something).  So a drop is never over-counted while traffic runs (it may
-show up a little late), and the counts are exact once the queue has drained;
-the runner waits for that before its final read (``wait_drained``).  The
-link's total is bounded tighter (all flows together hold at most the queue),
-so link-wide queue drops and the backlog are timely while per-flow ones may
-lag; after the drain both agree.
+Every counter is exact and timely: offered = forwarded + random drops +
+queue drops + what is queued, per flow and for the link, so the queue is
+empty when the counters balance (``wait_drained``).
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ import ipaddress
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +47,13 @@ PROB_MAX = (1 << 32) - 1
 FALLBACK_INDEX = 0
 FLOW_SLOTS = 1024
 QDEPTH_SLOTS = 1024
-#: BMv2 queue depth for "unlimited" (bench ceiling): deeper than any spec here
+#: BMv2's own queue depth: deeper than any limit the program enforces, so the TM never drops
 MAX_QUEUE_PKTS = 1_000_000
-#: packets counted as offered but in neither queue nor counter: ingress hand-off, egress pipeline
-IN_FLIGHT_PKTS = 2
-#: slack on the time a full queue takes to drain, seconds
+#: queue_limit's value for "no limit" (the other unit's limit binds)
+QUEUE_UNLIMITED = (1 << 32) - 1
+#: the smallest frame a queue in bytes can hold: bounds how many packets it holds
+MIN_FRAME_BYTES = 60
+#: slack on the time a full queue takes to drain, seconds (also the drain poll interval)
 DRAIN_MARGIN_S = 0.05
 
 
@@ -79,10 +76,17 @@ def queue_rate_pps(rate_bps: int, mtu: int) -> int:
     return max(1, int(round(rate_bps / (8 * frame_bytes(mtu)))))
 
 
-def queue_depth_pkts(p: LinkParams) -> int:
-    """BMv2's queue holds packets: a byte limit becomes whole full-size frames."""
+def queue_limits(p: LinkParams) -> tuple[int, int]:
+    """The program's drop-tail limits (packets, bytes): the spec's unit binds, the other does not."""
     if p.queue_bytes is not None:
-        return max(1, p.queue_bytes // frame_bytes(p.mtu))
+        return QUEUE_UNLIMITED, p.queue_bytes
+    return p.queue_pkts or 100, QUEUE_UNLIMITED
+
+
+def queue_depth_pkts(p: LinkParams) -> int:
+    """The most packets the queue can hold (a byte limit: in minimum-size frames)."""
+    if p.queue_bytes is not None:
+        return max(1, p.queue_bytes // MIN_FRAME_BYTES)
     return p.queue_pkts or 100
 
 
@@ -98,14 +102,13 @@ class Route:
     """Whether the port is the bottleneck port (its traffic is counted)."""
 
 
-@dataclass
-class _Raw:
-    off_p: int = 0
-    off_b: int = 0
-    fwd_p: int = 0
-    fwd_b: int = 0
-    rnd_p: int = 0
-    rnd_b: int = 0
+#: the program's per-flow counters and the FlowCounters fields (packets, bytes) each fills
+_COUNTERS = {
+    "offered": ("enq_pkts", "enq_bytes"),
+    "forwarded": ("fwd_pkts", "fwd_bytes"),
+    "random_drops": ("rnd_drop_pkts", "rnd_drop_bytes"),
+    "queue_drops": ("q_drop_pkts", "q_drop_bytes"),
+}
 
 
 @dataclass
@@ -129,14 +132,8 @@ class Bmv2Bottleneck:
     _params: LinkParams | None = field(default=None, init=False)
     _devs_touched: list[str] = field(default_factory=list, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-    _still: tuple[tuple[int, int, int], ...] = field(default=(), init=False)
-    _still_since: float = field(default=0.0, init=False)
-    _qdrop: dict[int, tuple[int, int]] = field(default_factory=dict, init=False)
-    _link_qdrop: tuple[int, int] = field(default=(0, 0), init=False)
-    _history: deque[tuple[float, dict[int, int]]] = field(default_factory=deque, init=False)
     quiescent: bool = field(default=False, init=False)
-    """Whether the last read found nothing offered or sent for a whole drain window (queue empty)."""
-    drain_window_s: float = field(default=0.0, init=False)
+    """Whether the last read found the queue empty (the link's counters balance)."""
     depth_hist: list[int] = field(default_factory=list, init=False)
     """Cumulative histogram of the queue depth (packets) each packet left behind, as of the last read."""
 
@@ -198,10 +195,14 @@ class Bmv2Bottleneck:
         port = str(self.bottleneck_port)
         self.switch.cli(
             [
-                f"set_queue_depth {queue_depth_pkts(p)} {port}",
+                f"set_queue_depth {MAX_QUEUE_PKTS} {port}",
                 f"set_queue_rate {queue_rate_pps(p.rate_bps, p.mtu)} {port}",
             ]
         )
+        c = self.client
+        pkts, nbytes = queue_limits(p)
+        entry = c.table_entry("queue_limit", "set_queue_limit", {"pkts": pkts, "bytes": nbytes}, default=True)
+        c.write([c.update("modify", entry)])
 
     def _set_loss(self, p: LinkParams) -> None:
         if p.ge is not None:
@@ -218,7 +219,7 @@ class Bmv2Bottleneck:
             "bottleneck_port": self.bottleneck_port,
             "frame_bytes": frame_bytes(p.mtu) if p else None,
             "queue_rate_pps": queue_rate_pps(p.rate_bps, p.mtu) if p else None,
-            "queue_depth_pkts": queue_depth_pkts(p) if p else None,
+            "queue_limit_pkts_bytes": list(queue_limits(p)) if p else None,
             "loss_threshold": loss_threshold(p.per) if p else None,
             "random_seeded": False,
             "p4runtime": self.switch.grpc_address,
@@ -232,7 +233,7 @@ class Bmv2Bottleneck:
         """Set loss and, if changed, the queue's rate/depth and the delay; safe while traffic flows."""
         self._set_loss(p)
         old = self._params
-        if old is None or (old.rate_bps, queue_depth_pkts(old)) != (p.rate_bps, queue_depth_pkts(p)):
+        if old is None or (old.rate_bps, queue_limits(old)) != (p.rate_bps, queue_limits(p)):
             self._set_queue(p)
         if old is not None and self.delay_applied and (old.delay_ms, old.jitter_ms) != (p.delay_ms, p.jitter_ms):
             for dev in self.fwd_delay_devs + self.rev_delay_devs:
@@ -240,18 +241,17 @@ class Bmv2Bottleneck:
         self._params = p
 
     def read(self) -> Snapshot:
-        """All counters now, in one ReadRequest; queue drops derived (module docstring)."""
+        """All counters now, in one ReadRequest."""
         c = self.client
         indexes = range(len(self.flows) + 1)
-        names = ("offered", "forwarded", "random_drops")
-        entities = [c.counter_entity(n, i) for i in indexes for n in names]
+        entities = [c.counter_entity(n, i) for i in indexes for n in _COUNTERS]
         entities.append(c.counter_entity("queue_depth"))
         with self._lock:
             t_sent = time.monotonic()
             got = c.read(entities)
             t = (t_sent + time.monotonic()) / 2  # the switch sampled somewhere in between
-            ids = {c.p4info.counter_id(n): n for n in (*names, "queue_depth")}
-            raw = {i: _Raw() for i in indexes}
+            ids = {c.p4info.counter_id(n): n for n in (*_COUNTERS, "queue_depth")}
+            per_index = {i: FlowCounters() for i in indexes}
             hist = [0] * QDEPTH_SLOTS
             for e in got:
                 ce = e.counter_entry
@@ -260,92 +260,36 @@ class Bmv2Bottleneck:
                 if name == "queue_depth":
                     if 0 <= i < QDEPTH_SLOTS:
                         hist[i] = ce.data.packet_count
-                    continue
-                if name is None or i not in raw:
-                    continue
-                r = raw[i]
-                p, b = ce.data.packet_count, ce.data.byte_count
-                if name == "offered":
-                    r.off_p, r.off_b = p, b
-                elif name == "forwarded":
-                    r.fwd_p, r.fwd_b = p, b
-                else:
-                    r.rnd_p, r.rnd_b = p, b
-            return self._derive(t, raw, hist)
-
-    def _derive(self, t: float, raw: dict[int, _Raw], hist: list[int]) -> Snapshot:
-        self.depth_hist = hist
-        p = self._params
-        rate_pps = queue_rate_pps(p.rate_bps, p.mtu) if p else 1
-        qlim = queue_depth_pkts(p) if p else MAX_QUEUE_PKTS
-        # Twice the time the full queue takes to drain (for a switch that falls
-        # behind its rate), plus slack: older packets have left the queue.
-        window_s = 2 * (qlim + IN_FLIGHT_PKTS) / rate_pps + DRAIN_MARGIN_S
-        self.drain_window_s = window_s
-        # Quiescent: no packet offered or sent for a whole window, so the queue is empty.
-        still = tuple((r.off_p, r.fwd_p, r.rnd_p) for _, r in sorted(raw.items()))
-        if still != self._still:
-            self._still, self._still_since = still, t
-        quiescent = t - self._still_since >= window_s
-        self.quiescent = quiescent
-        # What may still be queued: nothing once quiescent, else up to the whole
-        # queue plus a packet in each of the ingress hand-off and egress ...
-        held_max = 0 if quiescent else qlim + IN_FLIGHT_PKTS
-        # ... and no more than the flow offered within the window.
-        self._history.append((t, {i: r.off_p for i, r in raw.items()}))
-        while len(self._history) > 1 and self._history[1][0] <= t - window_s:
-            self._history.popleft()
-        t_ref, off_ref = self._history[0]
-        windowed = t_ref <= t - window_s
-        snap = Snapshot(t=t)
-        link = FlowCounters()
-        for i, r in raw.items():
-            d_p = r.off_p - r.fwd_p - r.rnd_p
-            d_b = r.off_b - r.fwd_b - r.rnd_b
-            held = min(max(0, d_p), held_max)
-            if windowed:
-                held = min(held, r.off_p - off_ref.get(i, 0))
-            avg = r.off_b / r.off_p if r.off_p else 0.0
-            q_p0, q_b0 = self._qdrop.get(i, (0, 0))
-            q_p = max(q_p0, d_p - held)
-            q_b = max(q_b0, min(d_b, int(round(d_b - held * avg))) if d_p - held > 0 else 0)
-            self._qdrop[i] = (q_p, q_b)
-            fc = FlowCounters(
-                fwd_bytes=r.fwd_b,
-                fwd_pkts=r.fwd_p,
-                rnd_drop_bytes=r.rnd_b,
-                rnd_drop_pkts=r.rnd_p,
-                q_drop_bytes=q_b,
-                q_drop_pkts=q_p,
-                enq_bytes=r.off_b,
-                enq_pkts=r.off_p,
-            )
-            if i != FALLBACK_INDEX:
-                snap.flows[self.flows[i - 1]] = fc
-            for name in COUNTER_FIELDS:
-                setattr(link, name, getattr(link, name) + getattr(fc, name))
-        # The link as a whole holds at most the queue (+ a packet in each of ingress
-        # hand-off and egress): its drops are bounded tighter than the flows' sum.
-        d_p = link.enq_pkts - link.fwd_pkts - link.rnd_drop_pkts
-        d_b = link.enq_bytes - link.fwd_bytes - link.rnd_drop_bytes
-        held = min(max(0, d_p), 0 if quiescent else qlim + IN_FLIGHT_PKTS)
-        avg = link.enq_bytes / link.enq_pkts if link.enq_pkts else 0.0
-        q_p0, q_b0 = self._link_qdrop
-        link.q_drop_pkts = max(q_p0, link.q_drop_pkts, d_p - held)
-        link.q_drop_bytes = max(q_b0, link.q_drop_bytes, min(d_b, int(round(d_b - held * avg))) if d_p > held else 0)
-        self._link_qdrop = (link.q_drop_pkts, link.q_drop_bytes)
-        snap.link = link
-        return snap
+                elif name is not None and i in per_index:
+                    f_pkts, f_bytes = _COUNTERS[name]
+                    setattr(per_index[i], f_pkts, ce.data.packet_count)
+                    setattr(per_index[i], f_bytes, ce.data.byte_count)
+            self.depth_hist = hist
+            snap = Snapshot(t=t)
+            for i, fc in per_index.items():
+                if i != FALLBACK_INDEX:
+                    snap.flows[self.flows[i - 1]] = fc
+                for name in COUNTER_FIELDS:
+                    setattr(snap.link, name, getattr(snap.link, name) + getattr(fc, name))
+            self.quiescent = snap.backlog_pkts == 0
+            return snap
 
     @staticmethod
     def deepest(before: list[int], after: list[int]) -> int:
         """Deepest queue (packets) seen between two histograms (-1: no packet dequeued)."""
         return max((k for k, (a, b) in enumerate(zip(after, before or [0] * len(after))) if a > b), default=-1)
 
-    def wait_drained(self, timeout_s: float = 3.0, interval_s: float = 0.05) -> bool:
-        """Poll until a read finds the link quiescent (the queue empty); False after the timeout."""
+    def drain_time_s(self) -> float:
+        """The longest the full queue takes to drain at the link's rate."""
+        p = self._params
+        if p is None:
+            return 0.0
+        return queue_depth_pkts(p) / queue_rate_pps(p.rate_bps, p.mtu) + DRAIN_MARGIN_S
+
+    def wait_drained(self, timeout_s: float = 3.0, interval_s: float = DRAIN_MARGIN_S) -> bool:
+        """Poll until a read finds the queue empty (the link's counters balance); False after the timeout."""
         self.read()
-        deadline = time.monotonic() + max(timeout_s, 3 * self.drain_window_s)
+        deadline = time.monotonic() + max(timeout_s, 2 * self.drain_time_s())
         while not self.quiescent:
             if time.monotonic() > deadline:
                 return False

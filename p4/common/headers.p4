@@ -13,6 +13,7 @@
 const bit<16> ETHERTYPE_IPV4 = 16w0x0800;
 const bit<8>  IP_PROTO_TCP   = 8w6;
 const bit<8>  IP_PROTO_UDP   = 8w17;
+const bit<4>  IPV4_VERSION   = 4w4;
 const bit<4>  IPV4_IHL_MIN   = 4w5;      /* 32-bit words: no options */
 
 /* Per-flow counter slots.  Index 0 is the fallback for traffic no spec
@@ -54,6 +55,11 @@ header ipv4_t {
     ipv4_addr_t dst_addr;
 }
 
+/* IPv4 options (IHL 6..15: up to 40 bytes), carried through as they came. */
+header ipv4_options_t {
+    varbit<320> options;
+}
+
 /* The first four bytes of TCP and UDP alike: all the 5-tuple needs. */
 header l4_ports_t {
     bit<16> src_port;
@@ -61,9 +67,10 @@ header l4_ports_t {
 }
 
 struct headers_t {
-    ethernet_t ethernet;
-    ipv4_t     ipv4;
-    l4_ports_t l4;
+    ethernet_t     ethernet;
+    ipv4_t         ipv4;
+    ipv4_options_t ipv4_options;
+    l4_ports_t     l4;
 }
 
 #endif  /* CCLAB_COMMON_HEADERS_P4 */

@@ -6,26 +6,24 @@
  *   ingress:  ipv4_forward (dst prefix -> port, and whether that port is the
  *             bottleneck), flow_stats (exact 5-tuple -> counter index the
  *             controller assigned; index 0 = undeclared traffic), count
- *             `offered` for packets going to the bottleneck port
- *   TM:       BMv2's egress queue of the bottleneck port: rate (packets/s)
- *             and depth (packets) set over Thrift (set_queue_rate/_depth)
- *   egress:   after the queue, as on a lossy link: random loss with
- *             random() against link_loss's threshold, counted by cause
- *             (`random_drops`, `forwarded`); the dequeue depth goes into the
- *             `queue_depth` histogram
+ *             `offered` for packets going to the bottleneck port; drop-tail
+ *             admission against queue_limit (packets or bytes), refusals
+ *             counted in `queue_drops`
+ *   TM:       BMv2's egress queue of the bottleneck port: the rate
+ *             (packets/s, set over Thrift); its own depth is set far above
+ *             the program's limit, so BMv2 never drops there
+ *   egress:   the packet releases its place in the queue; then, as on a
+ *             lossy link, random loss with random() against link_loss's
+ *             threshold, counted by cause (`random_drops`, `forwarded`);
+ *             the dequeue depth goes into the `queue_depth` histogram
  *
- * Queue drops: BMv2 drops in its traffic manager when the queue is full;
- * the program never sees those packets.  Per flow the controller derives
- *     queue drops = offered - forwarded - random_drops - backlog
- * where backlog (packets of the flow still queued) is taken as large as it
- * can be while anything moves -- the queue limit + 2 (one packet in the
- * ingress hand-off, one in egress), and no more than the flow offered in
- * twice the time the full queue takes to drain -- and zero once nothing
- * was offered or sent for that long (a non-empty queue would have sent
- * something).  So a drop is never over-counted while traffic runs (a flow's
- * may be reported late; the link's total is bounded by one queue), and the
- * counts are exact once the queue has drained.  Counters are used, not
- * registers: BMv2's P4Runtime server reads counters but not registers.
+ * The queue limit is the program's, not BMv2's: BMv2's queue counts packets
+ * only and drops where the program cannot count.  The program keeps the
+ * queue's occupancy in packets and bytes (two registers, shared by ingress
+ * and egress) and admits a packet iff the queue holds fewer packets than the
+ * limit and its bytes fit, as Linux's pfifo and bfifo do.  So every counter
+ * is exact: offered = forwarded + random_drops + queue_drops + queued.
+ * Counters are read over P4Runtime (BMv2's server reads no registers).
  *
  * Bytes are wire bytes: standard_metadata.packet_length, Ethernet header
  * included, no FCS (the kernel target counts the same).
@@ -41,6 +39,10 @@
 
 typedef bit<9>  port_t;
 typedef bit<32> loss_threshold_t;   /* P(drop) = threshold / 2^32 */
+typedef bit<32> queue_limit_t;
+
+/* A queue limit that never binds (queue_limit's default: no limit). */
+const queue_limit_t QUEUE_UNLIMITED = 32w0xFFFFFFFF;
 
 const bit<32> RANDOM_MAX = 32w0xFFFFFFFF;
 const bit<1>  TO_BOTTLENECK = 1w1;
@@ -53,7 +55,17 @@ struct metadata_t {
     loss_threshold_t loss_threshold;
     bit<32>          loss_draw;
     bit<32>          qdepth_slot;
+    queue_limit_t    limit_pkts;
+    queue_limit_t    limit_bytes;
+    bit<1>           admitted;
 }
+
+/* The drop-tail queue as the program keeps it: packets and wire bytes admitted
+ * to the bottleneck queue and not yet dequeued.  Ingress admits (enqueue),
+ * egress releases (dequeue); BMv2 runs each action's register accesses under
+ * the registers' locks, so each update is atomic between the two threads. */
+register<bit<32>>(1) queued_pkts;
+register<bit<32>>(1) queued_bytes;
 
 /*************************************************************************
  *  P A R S E R
@@ -73,10 +85,26 @@ parser CclabParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        /* Ports only in first fragments without options. */
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (IPV4_IHL_MIN, 13w0, IP_PROTO_TCP): parse_l4;
-            (IPV4_IHL_MIN, 13w0, IP_PROTO_UDP): parse_l4;
+        /* A flow's packet: IPv4 version 4, a header of 20..60 bytes (IHL 5..15),
+         * the first fragment (later ones carry no ports), TCP or UDP.  Anything
+         * else keeps hdr.l4 invalid and counts as undeclared traffic. */
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.frag_offset) {
+            (IPV4_VERSION, IPV4_IHL_MIN, 13w0): parse_ipv4_proto;
+            (IPV4_VERSION, 4w6 &&& 4w0xE, 13w0): parse_ipv4_options;     /* IHL 6, 7 */
+            (IPV4_VERSION, 4w8 &&& 4w0x8, 13w0): parse_ipv4_options;     /* IHL 8..15 */
+            default: accept;
+        }
+    }
+
+    state parse_ipv4_options {
+        packet.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - (bit<32>)IPV4_IHL_MIN) * 32);
+        transition parse_ipv4_proto;
+    }
+
+    state parse_ipv4_proto {
+        transition select(hdr.ipv4.protocol) {
+            IP_PROTO_TCP: parse_l4;
+            IP_PROTO_UDP: parse_l4;
             default: accept;
         }
     }
@@ -104,6 +132,8 @@ control CclabIngress(inout headers_t hdr,
                      inout standard_metadata_t standard_metadata) {
     /* Packets and wire bytes offered to the bottleneck queue, per flow. */
     counter(FLOW_SLOTS, CounterType.packets_and_bytes) offered;
+    /* Offered but not admitted: the queue was full (drop-tail). */
+    counter(FLOW_SLOTS, CounterType.packets_and_bytes) queue_drops;
 
     action drop() {
         mark_to_drop(standard_metadata);
@@ -145,6 +175,33 @@ control CclabIngress(inout headers_t hdr,
         default_action = set_flow(FALLBACK_FLOW);
     }
 
+    action set_queue_limit(queue_limit_t pkts, queue_limit_t bytes) {
+        meta.limit_pkts = pkts;
+        meta.limit_bytes = bytes;
+    }
+
+    table queue_limit {
+        actions = {
+            set_queue_limit;
+        }
+        size = 1;
+        default_action = set_queue_limit(QUEUE_UNLIMITED, QUEUE_UNLIMITED);
+    }
+
+    /* Drop-tail admission: a packet joins the queue iff the queue holds
+     * fewer than limit_pkts packets and its bytes fit in limit_bytes. */
+    action enqueue() {
+        bit<32> pkts;
+        bit<32> bytes;
+        queued_pkts.read(pkts, 0);
+        queued_bytes.read(bytes, 0);
+        bool fits = pkts < meta.limit_pkts &&
+                    bytes + standard_metadata.packet_length <= meta.limit_bytes;
+        meta.admitted = fits ? 1w1 : 1w0;
+        queued_pkts.write(0, fits ? pkts + 1 : pkts);
+        queued_bytes.write(0, fits ? bytes + standard_metadata.packet_length : bytes);
+    }
+
     apply {
         if (hdr.ipv4.isValid()) {
             ipv4_forward.apply();
@@ -160,6 +217,12 @@ control CclabIngress(inout headers_t hdr,
                 }
                 flow_stats.apply();
                 offered.count(meta.flow_index);
+                queue_limit.apply();
+                enqueue();
+                if (meta.admitted == 0) {
+                    queue_drops.count(meta.flow_index);
+                    drop();
+                }
             }
         } else {
             /* Not IPv4 (ARP is static on the hosts): not forwarded. */
@@ -203,9 +266,20 @@ control CclabEgress(inout headers_t hdr,
         forwarded.count(meta.flow_index);
     }
 
+    /* The packet left the queue: release its place. */
+    action dequeue() {
+        bit<32> pkts;
+        bit<32> bytes;
+        queued_pkts.read(pkts, 0);
+        queued_bytes.read(bytes, 0);
+        queued_pkts.write(0, pkts - 1);
+        queued_bytes.write(0, bytes - standard_metadata.packet_length);
+    }
+
     apply {
         if (hdr.ipv4.isValid()) {
             if (meta.to_bottleneck == TO_BOTTLENECK) {
+                dequeue();
                 meta.qdepth_slot = QDEPTH_SLOTS - 1;
                 if ((bit<32>)standard_metadata.deq_qdepth < QDEPTH_SLOTS - 1) {
                     meta.qdepth_slot = (bit<32>)standard_metadata.deq_qdepth;
@@ -239,6 +313,7 @@ control CclabDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv4_options);
         packet.emit(hdr.l4);
     }
 }

@@ -96,7 +96,7 @@ static int cmd_ssthresh(void)
 
 	tcpw_state_init(&w, t, una, TCPW_TAU_US_DEFAULT);
 	tcpwplus_state_init(&wp, t, una, TCPWP_WIN_MIN_US);
-	abse_init(&a, t, una, ABSE_N_DEFAULT);
+	abse_init(&a, t, una, ABSE_N_DEFAULT, ABSE_TMIN_GAPS_DEFAULT);
 	logww_init(&l, t, una, LOGWW_ALPHA_DEFAULT, 1);
 	btbe_state_init(&b, t, una, BTBE_LAMBDA_X1000, BTBE_TS_HZ_DEFAULT);
 	mptcpw_state_init(&m, t, una, TCPW_TAU_US_DEFAULT);
@@ -282,7 +282,7 @@ static int cmd_abse(void)
 	struct tcpw_abse a;
 	u32 t = 0, una = 0, i;
 
-	abse_init(&a, t, una, ABSE_N_DEFAULT);
+	abse_init(&a, t, una, ABSE_N_DEFAULT, ABSE_TMIN_GAPS_DEFAULT);
 	for (i = 0; i < 5000; i++) {		/* 1e6 B/s, RTT 100 ms */
 		t += 1000;
 		una += 1000;
@@ -303,6 +303,45 @@ static int cmd_abse(void)
 	P64("cong_tk_us", abse_tk_us(&a));
 	P64("cong_tk_expect_us", 75000);
 	P64("cong_ssthresh", abse_ssthresh(&a, 1000));
+	return 0;
+}
+
+/*
+ * ABSE on a slow path (abse §2.1): rate_Bps, mss-byte segments, one ACK per
+ * per_ack segments at even spacing, RTT = RTTmin = rtt_us, cwnd = the BDP
+ * (no queue), for seconds.  Prints the estimate at the end and its lowest
+ * and highest value over the second half, and ssthresh at the end.
+ */
+static int cmd_abse_trace(u32 rate_Bps, u32 mss, u32 per_ack, u32 rtt_us,
+			  u32 seconds)
+{
+	struct tcpw_abse a;
+	u64 t_ns = 0, gap_ns, end_ns, lo = ~0ULL, hi = 0;
+	u32 una = 0, cwnd;
+
+	if (!rate_Bps || !mss || !per_ack || !rtt_us || !seconds)
+		return 2;
+	gap_ns = (u64)per_ack * mss * 1000000000ULL / rate_Bps;
+	end_ns = (u64)seconds * 1000000000ULL;
+	cwnd = (u32)CC_MAX((u64)rate_Bps * rtt_us / 1000000 / mss, 1ULL);
+	abse_init(&a, 0, 0, ABSE_N_DEFAULT, ABSE_TMIN_GAPS_DEFAULT);
+	while ((t_ns += gap_ns) <= end_ns) {
+		una += per_ack * mss;
+		abse_rtt(&a, rtt_us);
+		abse_on_ack(&a, (u32)(t_ns / 1000), una, mss, rtt_us, cwnd);
+		if (t_ns >= end_ns / 2) {
+			lo = CC_MIN(lo, a.bw);
+			hi = CC_MAX(hi, a.bw);
+		}
+	}
+	printf("rate_Bps=%u\nmss=%u\nrtt_us=%u\ncwnd=%u\n", rate_Bps, mss,
+	       rtt_us, cwnd);
+	P64("ack_gap_us", gap_ns / 1000);
+	P64("bw", a.bw);
+	P64("bw_lo", lo);
+	P64("bw_hi", hi);
+	P64("tk_us", abse_tk_us(&a));
+	P64("ssthresh", abse_ssthresh(&a, mss));
 	return 0;
 }
 
@@ -431,6 +470,12 @@ int main(int argc, char **argv)
 		return cmd_mptcpw();
 	if (!strcmp(argv[1], "abse"))
 		return cmd_abse();
+	if (!strcmp(argv[1], "abse_trace") && argc == 7)
+		return cmd_abse_trace((u32)strtoul(argv[2], NULL, 10),
+				      (u32)strtoul(argv[3], NULL, 10),
+				      (u32)strtoul(argv[4], NULL, 10),
+				      (u32)strtoul(argv[5], NULL, 10),
+				      (u32)strtoul(argv[6], NULL, 10));
 	if (!strcmp(argv[1], "climb") && argc == 4)
 		return cmd_climb(argv[2], (u32)strtoul(argv[3], NULL, 10));
 usage:

@@ -182,6 +182,24 @@ def test_logwestwood_per_ack_trace(harness: Path) -> None:
     assert got == expect == [14, 17, 20, 22, 23], f"per-ACK trace {got}, expected {expect}"
 
 
+def test_logwestwood_delayed_ack_counts_packets(harness: Path) -> None:
+    """The shells call logww_cong_avoid with the kernel's acked (2 for a
+    delayed ACK): by default eq. (7) runs once per acknowledged packet, at the
+    W the ACK found (10 + 2 x 4.5 = 19, 19 + 2 x 81/38 -> 23, ...); with
+    per_ack = 1 once per ACK, which is the per-ACK trace above."""
+    r = run(harness, "logww")
+    w, frac, per_pkt = 10, 0.0, []
+    for _ in range(3):
+        frac += 2 * max((100 - w) / (2 * w), 1 / w)
+        w += int(frac)
+        frac -= int(frac)
+        per_pkt.append(w)
+    got = [r[f"delack_per_pkt_{i}"] for i in range(1, 4)]
+    assert got == per_pkt, f"acked = 2 per packet: {got}, expected {per_pkt}"
+    got = [r[f"delack_per_ack_{i}"] for i in range(1, 4)]
+    assert got == [14, 17, 20], f"acked = 2 with per_ack: {got}, expected the per-ACK trace [14, 17, 20]"
+
+
 def test_logwestwood_alpha_adaptation(harness: Path) -> None:
     """x2 on a loss before Wmax, /2 per errorless climb to Wmax, floor 2."""
     r = run(harness, "logww")
@@ -356,11 +374,18 @@ def test_abse_estimate_across_rates(harness: Path, rate_Bps: int) -> None:
 PAPER_CLIMB_S = {"reno": 60.0, "tcpwplus": 12.0, "logwestwood": 1.6}
 
 
+def _climb(harness: Path, algo: str, count: str) -> float:
+    r = run(harness, "climb", algo, "2", count)
+    return r["climb_us"] / 1e6
+
+
 def test_climb_times_match_paper_ordering(harness: Path) -> None:
     """683-packet pipe, 50-packet queue: time from the post-loss window back
-    to 733 packets.  The harness uses a delayed-ACK receiver (one ACK per 2
-    packets, per-ACK increase as ns-2): that is what makes NewReno's climb
-    from 367 to 733 take the paper's 60 s (732 rounds of 82 ms).
+    to 733 packets, counted as the paper's ns-2 did: a delayed-ACK receiver
+    (one ACK per 2 packets) and one increase step per ACK.  That is what
+    makes NewReno's climb from 367 to 733 take the paper's 60 s (732 rounds
+    of 82 ms).  LogWestwood+ runs with per_ack = 1, called as the kernel calls
+    it (acked = 2).
 
     Tolerance: each time within a factor 2 of the paper's.  The paper's
     numbers are read off one ns-2 trace (Fig. 3) whose BWE after the loss
@@ -371,10 +396,8 @@ def test_climb_times_match_paper_ordering(harness: Path) -> None:
     must hold exactly."""
     t = {}
     for algo in PAPER_CLIMB_S:
-        r = run(harness, "climb", algo, "2")
-        t[algo] = r["climb_us"] / 1e6
-        print(f"climb {algo:12s} {t[algo]:7.2f} s   paper {PAPER_CLIMB_S[algo]:5.1f} s "
-              f"(from W={r['start_w']} to {r['cap_pkts']})")
+        t[algo] = _climb(harness, algo, "ack")
+        print(f"climb per ACK  {algo:12s} {t[algo]:7.2f} s   paper {PAPER_CLIMB_S[algo]:5.1f} s")
     assert t["reno"] > t["tcpwplus"] > t["logwestwood"], f"ordering broken: {t}"
     assert t["reno"] / t["logwestwood"] >= 10, f"LogWestwood+ gain over NewReno {t}"
     for algo, paper in PAPER_CLIMB_S.items():
@@ -382,3 +405,26 @@ def test_climb_times_match_paper_ordering(harness: Path) -> None:
             f"{algo}: climb {t[algo]:.2f} s, paper {paper} s (tolerance x2)"
         )
     assert abs(t["reno"] - 60.0) / 60.0 < 0.05, f"NewReno climb {t['reno']:.2f} s vs 60 s"
+
+
+def test_climb_as_the_kernel_calls_cong_avoid(harness: Path) -> None:
+    """The same path as the kernel runs it: cong_avoid(acked = 2) per delayed
+    ACK, Reno's 1/W per acknowledged packet (tcp_cong_avoid_ai) and
+    LogWestwood+'s eq. (7) per acknowledged packet (the shells' default,
+    per_ack = 0).  Every climb takes half its per-ACK time (+-1 round),
+    NewReno 30 s instead of 60 s, so LogWestwood+'s gain over NewReno and
+    over Westwood+ is the paper's, and its climb (1.1 s) stays within a
+    factor 2 of the paper's 1.6 s."""
+    t = {a: _climb(harness, a, "packet") for a in PAPER_CLIMB_S}
+    for algo, paper in PAPER_CLIMB_S.items():
+        per_ack = _climb(harness, algo, "ack")
+        print(f"climb per packet {algo:12s} {t[algo]:7.2f} s (per ACK {per_ack:6.2f} s, paper {paper:5.1f} s)")
+        assert abs(t[algo] - per_ack / 2) <= 0.082, (
+            f"{algo}: {t[algo]:.3f} s per packet, {per_ack:.3f} s per ACK: not half of it"
+        )
+    assert t["reno"] / t["logwestwood"] >= 10, f"LogWestwood+ gain over NewReno {t}"
+    assert t["tcpwplus"] / t["logwestwood"] >= 3, f"LogWestwood+ gain over Westwood+ {t}"
+    lw = t["logwestwood"]
+    assert PAPER_CLIMB_S["logwestwood"] / 2 <= lw <= PAPER_CLIMB_S["logwestwood"] * 2, (
+        f"LogWestwood+ climb {lw:.2f} s as the kernel runs it, paper 1.6 s (tolerance x2)"
+    )

@@ -6,7 +6,9 @@
  * from the papers' equations.  Integer arithmetic only, like the cores.
  *
  *   harness tustin | ackcount | ssthresh | logww | btbe | mptcpw | abse
- *   harness climb <reno|tcpwplus|logwestwood|logwestwood_adapt> <acks_per_ack>
+ *   harness abse_trace <rate_Bps> <mss> <pkts_per_ack> <rtt_us> <seconds>
+ *   harness climb <reno|tcpwplus|logwestwood|logwestwood_adapt> <pkts_per_ack>
+ *                 <ack|packet>
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -97,7 +99,7 @@ static int cmd_ssthresh(void)
 	tcpw_state_init(&w, t, una, TCPW_TAU_US_DEFAULT);
 	tcpwplus_state_init(&wp, t, una, TCPWP_WIN_MIN_US);
 	abse_init(&a, t, una, ABSE_N_DEFAULT, ABSE_TMIN_GAPS_DEFAULT);
-	logww_init(&l, t, una, LOGWW_ALPHA_DEFAULT, 1);
+	logww_init(&l, t, una, LOGWW_ALPHA_DEFAULT, 1, 0);
 	btbe_state_init(&b, t, una, BTBE_LAMBDA_X1000, BTBE_TS_HZ_DEFAULT);
 	mptcpw_state_init(&m, t, una, TCPW_TAU_US_DEFAULT);
 	for (i = 0; i < 20000; i++) {
@@ -158,15 +160,28 @@ static int cmd_logww(void)
 		       cases[i][2], logww_step_q20(cases[i][0], cases[i][1],
 						   cases[i][2] * LOGWW_UNIT));
 	/* per-ACK trace from W = 10 towards Wmax = 100 with alpha = 2 */
-	logww_init(&l, 0, 0, 2 * LOGWW_UNIT, 0);
+	logww_init(&l, 0, 0, 2 * LOGWW_UNIT, 0, 0);
 	l.wmax = 100;
 	w = 10;
 	for (i = 1; i <= 5; i++) {
 		logww_cong_avoid(&l, &w, 1);
 		printf("trace_%u=%u\n", i, w);
 	}
+	/* the same from delayed ACKs (acked = 2), per packet and per ACK */
+	for (i = 0; i < 2; i++) {
+		u32 k;
+
+		logww_init(&l, 0, 0, 2 * LOGWW_UNIT, 0, i);
+		l.wmax = 100;
+		w = 10;
+		for (k = 1; k <= 3; k++) {
+			logww_cong_avoid(&l, &w, 2);
+			printf("%s_%u=%u\n", i ? "delack_per_ack" : "delack_per_pkt",
+			       k, w);
+		}
+	}
 	/* alpha: x2 on a loss before Wmax, /2 per errorless climb, floor 2 */
-	logww_init(&l, 0, 0, 4 * LOGWW_UNIT, 1);
+	logww_init(&l, 0, 0, 4 * LOGWW_UNIT, 1, 0);
 	l.wp.rtt_min_us = 100000;
 	l.wp.bw = 500000;
 	printf("alpha_0=%u\n", l.alpha);
@@ -352,8 +367,15 @@ static int cmd_abse_trace(u32 rate_Bps, u32 mss, u32 per_ack, u32 rtt_us,
  * packets and lasts max(RTTmin, W/C); its ACKs (one per b packets, as a
  * delayed-ACK receiver sends) arrive spaced b/C; a round starting with
  * W > 733 loses a packet and the loss response runs at the round's end.
- * Increase per ACK as in ns-2 (no byte counting).  The climb time is
- * measured after the second loss, from the decrease back to W >= 733.
+ * The climb time is measured after the second loss, from the decrease back
+ * to W >= 733.
+ *
+ * Two ways to count an ACK (the last argument):
+ *   ack     ns-2, as the paper simulated: every ACK is one increase step
+ *           (Reno W += 1/W, eq. (7) once), whatever it covers;
+ *   packet  the kernel: cong_avoid(acked = b) per ACK, Reno through
+ *           tcp_cong_avoid_ai (1/W per packet), logww_cong_avoid with
+ *           acked = b and the shells' default per_ack = 0.
  */
 #define CL_MSS		1500U
 #define CL_RTT_US	82000U
@@ -367,7 +389,7 @@ struct cl_sim {
 	struct tcpwplus wp;
 	struct logwestwood l;
 	u64 t_ns;
-	u32 w, cnt, una, b;
+	u32 w, cnt, una, b, per_packet;
 };
 
 static void cl_ack(struct cl_sim *s, u64 t_ns, u32 rtt_us)
@@ -379,12 +401,15 @@ static void cl_ack(struct cl_sim *s, u64 t_ns, u32 rtt_us)
 	tcpwplus_rtt(wp, rtt_us);
 	tcpwplus_on_ack(wp, now, s->una, CL_MSS);
 	if (s->algo >= CL_LOGWW) {
-		logww_cong_avoid(&s->l, &s->w, 1);
+		logww_cong_avoid(&s->l, &s->w, s->b);	/* as the shells call it */
 		return;
 	}
-	if (++s->cnt >= s->w) {		/* W += 1/W per ACK */
-		s->cnt = 0;
-		s->w++;
+	s->cnt += s->per_packet ? s->b : 1;	/* W += 1/W per packet or ACK */
+	if (s->cnt >= s->w) {
+		u32 add = s->cnt / s->w;
+
+		s->cnt -= add * s->w;
+		s->w += add;
 	}
 }
 
@@ -413,7 +438,7 @@ static int cl_round(struct cl_sim *s)
 	return 1;
 }
 
-static int cmd_climb(const char *name, u32 b)
+static int cmd_climb(const char *name, u32 b, const char *count)
 {
 	struct cl_sim s;
 	u32 losses = 0, rounds = 0, start_w = 0;
@@ -430,14 +455,20 @@ static int cmd_climb(const char *name, u32 b)
 		s.algo = CL_LOGWW_ADAPT;
 	else
 		return 2;
+	if (!strcmp(count, "packet"))
+		s.per_packet = 1;
+	else if (strcmp(count, "ack"))
+		return 2;
 	s.b = b ? b : 1;
 	s.w = 600;
 	tcpwplus_state_init(&s.wp, 0, 0, TCPWP_WIN_MIN_US);
-	logww_init(&s.l, 0, 0, LOGWW_ALPHA_DEFAULT, s.algo == CL_LOGWW_ADAPT);
+	logww_init(&s.l, 0, 0, LOGWW_ALPHA_DEFAULT, s.algo == CL_LOGWW_ADAPT,
+		   !s.per_packet);
 	while (rounds++ < 100000) {
 		if (losses == 2 && s.w >= CL_CAP) {
-			printf("algo=%s\nacks_per_ack=%u\nbdp_pkts=683\ncap_pkts=%u\n",
-			       name, s.b, CL_CAP);
+			printf("algo=%s\nacks_per_ack=%u\nper_packet=%u\n",
+			       name, s.b, s.per_packet);
+			printf("bdp_pkts=683\ncap_pkts=%u\n", CL_CAP);
 			printf("start_w=%u\nclimb_us=%" PRIu64 "\n", start_w,
 			       (s.t_ns - t_loss) / 1000);
 			P64("alpha_q10", s.l.alpha);
@@ -476,10 +507,12 @@ int main(int argc, char **argv)
 				      (u32)strtoul(argv[4], NULL, 10),
 				      (u32)strtoul(argv[5], NULL, 10),
 				      (u32)strtoul(argv[6], NULL, 10));
-	if (!strcmp(argv[1], "climb") && argc == 4)
-		return cmd_climb(argv[2], (u32)strtoul(argv[3], NULL, 10));
+	if (!strcmp(argv[1], "climb") && argc == 5)
+		return cmd_climb(argv[2], (u32)strtoul(argv[3], NULL, 10),
+				 argv[4]);
 usage:
 	fprintf(stderr, "usage: harness tustin|ackcount|ssthresh|logww|btbe|mptcpw|abse\n"
-			"       harness climb <algo> <packets_per_ack>\n");
+			"       harness abse_trace <rate_Bps> <mss> <pkts_per_ack> <rtt_us> <s>\n"
+			"       harness climb <algo> <packets_per_ack> ack|packet\n");
 	return 2;
 }

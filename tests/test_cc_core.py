@@ -106,6 +106,19 @@ def test_ackedcount_delayed_ack(harness: Path) -> None:
     assert r["d_single_acked"] == 1, f"single ACK counted {r['d_single_acked']}"
 
 
+def test_ackedcount_old_ack_counts_as_dupack(harness: Path) -> None:
+    """An ACK below the last one (reordered on the way back; §2.2 does not
+    say) counts as a DUPACK: one segment, remembered in accounted_for, and
+    the next ACK for 2 segments then counts 1."""
+    r = run(harness, "ackcount")
+    assert (r["e_old_acked"], r["e_old_accounted"]) == (1, 1), (
+        f"old ACK: acked={r['e_old_acked']} accounted={r['e_old_accounted']}, expected 1 and 1"
+    )
+    assert (r["e_next_acked"], r["e_next_accounted"]) == (1, 0), (
+        f"ACK of 2 after it: acked={r['e_next_acked']} accounted={r['e_next_accounted']}, expected 1 and 0"
+    )
+
+
 # --- Loss response: ssthresh = BWE * RTTmin / MSS -------------------------
 
 
@@ -321,6 +334,26 @@ def test_mptcpw_increase(harness: Path) -> None:
     """min(delta/w, 1/w) per ACK with delta = 0.25 at w = 100: 400 ACKs add 1."""
     r = run(harness, "mptcpw")
     assert r["inc_quarter_400acks"] == 101, f"cwnd {r['inc_quarter_400acks']}, expected 101"
+
+
+def test_mptcpw_delta_during_a_peers_recovery(harness: Path) -> None:
+    """Eq. (8) takes every path's current window.  Subflow A (RTT 50 ms)
+    falls from 100 to 50 packets at a loss and stays in fast recovery, where
+    the kernel calls no cong_avoid; B (RTT 100 ms) keeps increasing.  B's
+    delta on the next ACK must use A's 50 (refreshed by A's in_ack_event),
+    not the 100 A had before the loss."""
+    r = run(harness, "mptcpw_recovery")
+    assert (r["slot_a_cwnd"], r["slot_a_rtt_us"]) == (50, 50_000), (
+        f"A's slot holds cwnd {r['slot_a_cwnd']}, rtt {r['slot_a_rtt_us']} us during recovery, expected 50, 50000"
+    )
+    got = r["delta_b_recovery"] / 65536
+    live = min(_delta([r["wa_recovery"], r["wb_recovery"]], [50_000, 100_000])[1], 1.0)
+    stale = min(_delta([r["wa_before"], r["wb_recovery"]], [50_000, 100_000])[1], 1.0)
+    assert abs(got - live) <= 1e-3 * live + 1 / 65536, (
+        f"B's delta {got:.5f} during A's recovery; eq. (8) with A at {r['wa_recovery']} gives {live:.5f} "
+        f"(with A's window before the loss, {r['wa_before']}: {stale:.5f})"
+    )
+    assert abs(live - stale) > 0.1 * live, f"the case cannot tell the two apart: {live:.5f} vs {stale:.5f}"
 
 
 # --- TCPW-ABSE T_k (tcpw-abse-experiments.txt §2.1) -----------------------

@@ -5,7 +5,8 @@
  * and checks the printed "key=value" lines against values worked by hand
  * from the papers' equations.  Integer arithmetic only, like the cores.
  *
- *   harness tustin | ackcount | ssthresh | logww | btbe | mptcpw | abse
+ *   harness tustin | ackcount | ssthresh | logww | btbe | mptcpw |
+ *           mptcpw_recovery | abse
  *   harness abse_trace <rate_Bps> <mss> <pkts_per_ack> <rtt_us> <seconds>
  *   harness climb <reno|tcpwplus|logwestwood|logwestwood_adapt> <pkts_per_ack>
  *                 <ack|packet>
@@ -73,6 +74,9 @@ static int cmd_ackcount(void)
 	ack_step(&a, "c_delayed", 12);
 	/* D: one in-order segment */
 	ack_step(&a, "d_single", 13);
+	/* E: an ACK below the last one (reordered): a DUPACK */
+	ack_step(&a, "e_old", 11);
+	ack_step(&a, "e_next", 15);
 	return 0;
 }
 
@@ -291,6 +295,49 @@ static int cmd_mptcpw(void)
 	return 0;
 }
 
+/*
+ * Two coupled subflows as the eBPF shell drives them: every ACK calls
+ * mptcpw_on_ack (in_ack_event), cong_avoid (mptcpw_delta + increase) runs
+ * only outside recovery.  Subflow A (slot 0, RTT 50 ms) falls from 100 to
+ * 50 packets at a loss and stays in recovery; subflow B (slot 1, RTT
+ * 100 ms, 60 packets) keeps increasing.  B's delta must see A's 50.
+ */
+static int cmd_mptcpw_recovery(void)
+{
+	struct mptcpw_conn c;
+	struct mptcpw a, b;
+	u32 t = 0, una_a = 0, una_b = 0, wa = 100, wb = 60, i, d;
+
+	memset(&c, 0, sizeof(c));
+	mptcpw_state_init(&a, t, una_a, TCPW_TAU_US_DEFAULT);
+	mptcpw_state_init(&b, t, una_b, TCPW_TAU_US_DEFAULT);
+	a.slot = 0;
+	b.slot = 1;
+	c.used = 3;
+	for (i = 1; i <= 40; i++) {
+		t += 1000;
+		una_a += 1000;
+		una_b += 1000;
+		if (i == 20) {
+			printf("wa_before=%u\nwb_before=%u\ndelta_b_before=%u\n",
+			       wa, wb, mptcpw_delta(&b, &c));
+			wa = 50;		/* A's loss: recovery from here on */
+		}
+		mptcpw_on_ack(&a, &c, t, una_a, 1000, wa, 50000);
+		if (i < 20)
+			mptcpw_increase(&a, &wa, 1, mptcpw_delta(&a, &c));
+		mptcpw_on_ack(&b, &c, t, una_b, 1000, wb, 100000);
+		d = mptcpw_delta(&b, &c);
+		mptcpw_increase(&b, &wb, 1, d);
+		if (i == 21)
+			printf("wa_recovery=%u\nwb_recovery=%u\n"
+			       "delta_b_recovery=%u\n", wa, wb, d);
+	}
+	printf("slot_a_cwnd=%u\nslot_a_rtt_us=%u\n", c.path[0].cwnd,
+	       c.path[0].rtt_us);
+	return 0;
+}
+
 /* ABSE: T_k and tau_k on an uncongested and a congested path. */
 static int cmd_abse(void)
 {
@@ -499,6 +546,8 @@ int main(int argc, char **argv)
 		return cmd_btbe();
 	if (!strcmp(argv[1], "mptcpw"))
 		return cmd_mptcpw();
+	if (!strcmp(argv[1], "mptcpw_recovery"))
+		return cmd_mptcpw_recovery();
 	if (!strcmp(argv[1], "abse"))
 		return cmd_abse();
 	if (!strcmp(argv[1], "abse_trace") && argc == 7)
@@ -511,7 +560,8 @@ int main(int argc, char **argv)
 		return cmd_climb(argv[2], (u32)strtoul(argv[3], NULL, 10),
 				 argv[4]);
 usage:
-	fprintf(stderr, "usage: harness tustin|ackcount|ssthresh|logww|btbe|mptcpw|abse\n"
+	fprintf(stderr, "usage: harness tustin|ackcount|ssthresh|logww|btbe|mptcpw|"
+			"mptcpw_recovery|abse\n"
 			"       harness abse_trace <rate_Bps> <mss> <pkts_per_ack> <rtt_us> <s>\n"
 			"       harness climb <algo> <packets_per_ack> ack|packet\n");
 	return 2;

@@ -76,9 +76,15 @@ static __always_inline u32 mptcpw_claim(struct mptcpw_conn *c)
 	return MPTCPW_MAX_PATHS;
 }
 
-/* This subflow's connection table, attaching to it on first use. */
+/*
+ * This subflow's connection table; attach selects attaching to it on first
+ * use.  Only cong_avoid attaches: in_ack_event also runs while the
+ * handshake completes, before the stack calls init once more
+ * (tcp_init_transfer), which would leak the slot claimed then.
+ */
 static __always_inline struct mptcpw_conn *mptcpw_conn(struct sock *sk,
-						       struct mptcpw_sk *p)
+						       struct mptcpw_sk *p,
+						       bool attach)
 {
 	struct mptcpw_conn *c, zero = {};
 	u32 tok, slot;
@@ -88,6 +94,8 @@ static __always_inline struct mptcpw_conn *mptcpw_conn(struct sock *sk,
 		return p->m.slot < MPTCPW_MAX_PATHS ?
 		       bpf_map_lookup_elem(&mptcpw_conns, &tok) : NULL;
 	}
+	if (!attach)
+		return NULL;
 	tok = mptcpw_token(sk);
 	if (!tok)
 		return NULL;
@@ -143,8 +151,8 @@ void BPF_PROG(mptcpw_in_ack_event, struct sock *sk, u32 flags)
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct mptcpw_sk *p = cc_priv(sk);
 
-	mptcpw_on_ack(&p->m, mptcpw_conn(sk, p), cc_now_us(sk), tp->snd_una,
-		      tp->mss_cache, tp->snd_cwnd, cc_srtt_us(sk));
+	mptcpw_on_ack(&p->m, mptcpw_conn(sk, p, false), cc_now_us(sk),
+		      tp->snd_una, tp->mss_cache, tp->snd_cwnd, cc_srtt_us(sk));
 }
 
 SEC("struct_ops")
@@ -162,7 +170,7 @@ void BPF_PROG(mptcpw_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 {
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct mptcpw_sk *p = cc_priv(sk);
-	struct mptcpw_conn *c = mptcpw_conn(sk, p);
+	struct mptcpw_conn *c = mptcpw_conn(sk, p, true);
 	u32 delta = mptcpw_delta(&p->m, c), cwnd;
 
 	mptcpw_export(sk, p, c, false);

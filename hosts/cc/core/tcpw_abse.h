@@ -24,7 +24,7 @@
  *    Th_k of (3) is the same sum over the ABSE_NBUCKETS - 1 complete
  *    buckets (7/8 of an RTT).
  *  - T_min (§2.1.1 names it without a value) = tmin_gaps (tunable,
- *    ABSE_TMIN_GAPS_DEFAULT, 0 = one bucket as before) mean
+ *    ABSE_TMIN_GAPS_DEFAULT; 0 = always one bucket) mean
  *    inter-ACK gaps, rounded up to whole buckets, at least one bucket
  *    (RTT/8), at most the ring: §2.1.2 says ACK gaps range from the
  *    bottleneck's spacing to one RTT, so a window shorter than a few gaps

@@ -6,7 +6,9 @@
 - the in-tree baselines (westwood, illinois, highspeed) load with modprobe;
 - the host-built eBPF struct_ops objects (CO-RE) load against this kernel's BTF;
 - a netem-delayed dumbbell run through the real runner applies and measures
-  an 80 ms base RTT.
+  an 80 ms base RTT;
+- one segment dropped from a 20 Mbit/s, 10.1 ms flow: the in-tree westwood's
+  ssthresh in the recovery is cwnd/2, tcpwplus's BWE * RTTmin / MSS.
 
 Run by tests/test_vm.py (make vm-test) as ``python3 -m pytest vm/guest_tests``.
 """
@@ -283,3 +285,119 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+#: the recovery check's path: one flow, 20 Mbit/s, 10.1 ms RTT (all of it on the data direction)
+RECOVERY_RATE = "20mbit"
+RECOVERY_DELAY_MS = 10.1
+#: the one data segment dropped (the DROP_NTH-th full-size segment of the flow), in congestion avoidance
+DROP_NTH = 3000
+#: initial ssthresh (a locked route metric): the flow leaves slow start early and meets the drop in CA
+ROUTE_SSTHRESH = 30
+PROBE = Path(__file__).with_name("recovery_probe.py")
+
+
+def _jiffy_us() -> int:
+    for ln in Path(f"/boot/config-{os.uname().release}").read_text().splitlines():
+        if ln.startswith("CONFIG_HZ="):
+            return 1_000_000 // int(ln.split("=")[1])
+    raise AssertionError("CONFIG_HZ not in the kernel's config")
+
+
+def _load_algo(algo: str) -> tuple[str, str]:
+    """insmod cclab's module or modprobe the in-tree one; returns the unload argv."""
+    if algo in CCLAB_ALGOS:
+        sh("insmod", str(KMOD_DIR / f"tcp_{algo}.ko"))
+    else:
+        sh("modprobe", f"tcp_{algo}")
+    assert algo in available(), f"{algo} not registered: {available()}"
+    return ("rmmod", f"tcp_{algo}")
+
+
+def _probe_recovery(client_ns: str, server_ns: str, algo: str) -> dict[str, Any]:
+    """One flow over the shaped veth with the DROP_NTH-th segment dropped; the probe's JSON.
+
+    Both the shaping and the drop must be past the sender's stack: a drop in
+    its own qdiscs is local congestion, which TCP retries without a loss.  So
+    netem (rate, delay) is the client's egress with room for any window, and
+    the drop is at the server's ingress."""
+    a, b = client_ns, server_ns
+    sh("ip", "netns", "exec", a, "ethtool", "-K", "veth-a", "tso", "off", "gso", "off")
+    sh("ip", "netns", "exec", b, "ethtool", "-K", "veth-b", "gro", "off")
+    # a locked route ssthresh is the flow's initial one: with the metrics' ssthresh honoured, and (6.1 reads
+    # the route's metrics only through an existing tcp_metrics entry) after one connection has created it
+    sh("ip", "netns", "exec", a, "sysctl", "-q", "-w", "net.ipv4.tcp_no_ssthresh_metrics_save=0")
+    sh("ip", "-n", a, "route", "add", "10.9.0.2/32", "dev", "veth-a", "ssthresh", "lock", str(ROUTE_SSTHRESH))
+    sh("tc", "-n", a, "qdisc", "add", "dev", "veth-a", "root", "netem", "delay", f"{RECOVERY_DELAY_MS}ms",
+       "rate", RECOVERY_RATE, "limit", "100000")  # fmt: skip
+    sh("tc", "-n", b, "qdisc", "add", "dev", "veth-b", "clsact")
+    # full-size data segments to the sink (IP total length 1500 at offset 2); gact drops the DROP_NTH-th
+    sh("tc", "-n", b, "filter", "add", "dev", "veth-b", "ingress", "protocol", "ip", "u32",
+       "match", "ip", "dport", "5201", "0xffff", "match", "u16", "1500", "0xffff", "at", "2",
+       "action", "gact", "pass", "random", "determ", "drop", str(DROP_NTH))  # fmt: skip
+    sink = subprocess.Popen(
+        ["ip", "netns", "exec", server_ns, sys.executable, str(PROBE), "sink", "10.9.0.2", "5201"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+        sh("ip", "netns", "exec", a, sys.executable, str(PROBE), "touch", "10.9.0.2", "5201")
+        argv = ["ip", "netns", "exec", a, sys.executable, str(PROBE), "send", "10.9.0.2", "5201", algo, "8"]
+        out: dict[str, Any] = json.loads(sh(*argv, timeout=60).stdout)
+    finally:
+        sink.kill()
+        sink.wait()
+    return out
+
+
+@pytest.mark.parametrize("algo", ["westwood", "tcpwplus"])
+def test_recovery_ssthresh_westwood_halves_tcpwplus_uses_bwe(
+    algo: str, veth_pair: tuple[str, str], report: dict[str, Any]
+) -> None:
+    """One segment dropped at 20 Mbit/s, 10.1 ms RTT: during the recovery that follows, the in-tree westwood's
+    ssthresh is cwnd/2 (tcp_reno_ssthresh at detection) and tcpwplus's is BWE * RTTmin / MSS (logwestwood-plus
+    §II eq. (5) at detection).  westwood also reports its RTTmin in whole jiffies."""
+    unload = _load_algo(algo)
+    try:
+        out = _probe_recovery(*veth_pair, algo)
+    finally:
+        sh("ip", "netns", "del", veth_pair[0], check=False)
+        sh("ip", "netns", "del", veth_pair[1], check=False)
+        poll(f"unload {algo}", lambda: sh(*unload, check=False).returncode == 0 or algo not in available(), 20)
+    report.setdefault("recovery", {})[algo] = out
+    before, rec = out["before"], out["recovery"]
+    assert before and rec, f"{algo}: no recovery seen in the flow: {out}"
+    assert before["ssthresh"] <= ROUTE_SSTHRESH, f"the flow met the drop in slow start: {before}"
+    mss = rec["mss"]
+    bdp = 20e6 / 8 * RECOVERY_DELAY_MS / 1e3 / mss
+    half = max(before["cwnd"] // 2, 2)
+    bwe_rule = None
+    if rec["cc_bwe_kbps"]:
+        bwe_rule = max(2, int(rec["cc_bwe_kbps"] * 1000 / 8 * rec["cc_rtt_min_us"] / 1e6 / mss))
+    print(
+        f"\n  {algo}: cwnd {before['cwnd']} at t = {before['t_s']} s, ssthresh in recovery {rec['ssthresh']} "
+        f"(cwnd/2 = {half}, BWE*RTTmin/MSS = {bwe_rule}, path BDP {bdp:.1f}); RTTmin it reports "
+        f"{rec['cc_rtt_min_us']} us, tcp_info min_rtt {rec['min_rtt_us']} us"
+    )
+    assert half > bdp + 5, f"cwnd {before['cwnd']} at the drop is too small to tell cwnd/2 from the BDP ({bdp:.1f})"
+    if algo == "westwood":
+        assert abs(rec["ssthresh"] - half) <= max(2, half // 20), (
+            f"westwood: ssthresh {rec['ssthresh']} in recovery, cwnd/2 = {half} ({out})"
+        )
+        jiffy = _jiffy_us()
+        assert rec["cc_rtt_min_us"] % jiffy == 0 and rec["cc_rtt_min_us"] > rec["min_rtt_us"], (
+            f"westwood's RTTmin {rec['cc_rtt_min_us']} us is not the path's {rec['min_rtt_us']} us rounded up to "
+            f"jiffies of {jiffy} us"
+        )
+    else:
+        assert bwe_rule is not None, f"tcpwplus reported no bandwidth estimate: {rec}"
+        assert abs(rec["ssthresh"] - bwe_rule) <= max(2, bwe_rule // 10), (
+            f"tcpwplus: ssthresh {rec['ssthresh']} in recovery, BWE*RTTmin/MSS = {bwe_rule} ({out})"
+        )
+        assert rec["ssthresh"] < half - 5, f"tcpwplus: ssthresh {rec['ssthresh']} is near cwnd/2 = {half}"
+        delay_us = RECOVERY_DELAY_MS * 1000
+        assert delay_us <= rec["cc_rtt_min_us"] <= delay_us + 2000, (
+            f"tcpwplus's RTTmin {rec['cc_rtt_min_us']} us on a {delay_us:.0f} us path (data segments add 0.6 ms "
+            f"of serialization at 20 Mbit/s)"
+        )

@@ -96,6 +96,12 @@ def _print_summary(res: vm.VmResult, report: dict[str, Any]) -> None:
             f"  one drop at 20 Mbit/s, 10.1 ms: {algo} cwnd {b.get('cwnd')} -> ssthresh {rec.get('ssthresh')} "
             f"in recovery (BWE {rec.get('cc_bwe_kbps')} kbit/s, RTTmin {rec.get('cc_rtt_min_us')} us)"
         )
+    c = report.get("climb")
+    if c:
+        lines.append(
+            f"  LogWestwood+ on 100 Mbit/s, 82 ms, 50 pkts: {len(c['climbs'])} climbs back to Wmax, median "
+            f"{c['median_rtts']} RTTs ({c['median_s_at_82ms']} s; paper {c['paper_s']} s)"
+        )
     print("\n".join(lines))
 
 
@@ -145,6 +151,13 @@ def test_recovery_westwood_halves_tcpwplus_applies_eq5(guest: tuple[vm.VmResult,
     ww, wp = rec["westwood"], rec["tcpwplus"]
     assert ww["recovery"]["ssthresh"] == pytest.approx(ww["before"]["cwnd"] / 2, abs=2), ww
     assert wp["recovery"]["ssthresh"] < wp["before"]["cwnd"] / 2 - 5, wp
+
+
+def test_logwestwood_climbs_back_to_wmax(guest: tuple[vm.VmResult, dict[str, Any]]) -> None:
+    """The guest measured LogWestwood+'s climbs on the paper's path (the guest test asserts them)."""
+    c = guest[1].get("climb")
+    assert c and len(c["climbs"]) >= 2, f"climb measurement: {c}"
+    assert c["median_of_reno_rtts"] is not None and c["median_of_reno_rtts"] < 0.5, c
 
 
 def test_cclab_run_vm_demo_lands_complete_on_host_with_delay() -> None:

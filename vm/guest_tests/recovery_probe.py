@@ -3,6 +3,7 @@
 recovery_probe.py sink ADDR PORT             -> prints "ready", then reads each connection until EOF
 recovery_probe.py touch ADDR PORT            -> one connection, one byte, closed
 recovery_probe.py send ADDR PORT CC SECONDS  -> prints JSON: tcp_info before, in and after the first recovery
+recovery_probe.py trace ADDR PORT CC SECONDS -> prints JSON: every tcp_info sample (each 5 ms) of the flow
 
 The sender writes from one thread while the main thread reads the socket's
 tcp_info (and TCP_CC_INFO, the algorithm's vegas-style get_info: bandwidth
@@ -69,23 +70,48 @@ def _sample(s: socket.socket, t0: float) -> dict[str, Any]:
     }
 
 
-def send(addr: str, port: int, cc: str, seconds: float) -> None:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, cc.encode())
-    s.connect((addr, port))
-    stop = threading.Event()
+class _Bulk:
+    """A connected socket with congestion control cc and a thread writing to it until stop()."""
 
-    def writer() -> None:
+    def __init__(self, addr: str, port: int, cc: str) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, cc.encode())
+        self.sock.connect((addr, port))
+        self._stop = threading.Event()
+        self._th = threading.Thread(target=self._write, daemon=True)
+        self._th.start()
+
+    def _write(self) -> None:
         buf = b"\0" * (1 << 14)
         try:
-            while not stop.is_set():
-                s.sendall(buf)
+            while not self._stop.is_set():
+                self.sock.sendall(buf)
         except OSError:
             pass
 
-    th = threading.Thread(target=writer, daemon=True)
+    def stop(self) -> None:
+        self._stop.set()
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self._th.join(timeout=5)
+        self.sock.close()
+
+
+def trace(addr: str, port: int, cc: str, seconds: float) -> None:
+    bulk = _Bulk(addr, port, cc)
     t0 = time.monotonic()
-    th.start()
+    samples = []
+    while time.monotonic() - t0 < seconds:
+        smp = _sample(bulk.sock, t0)
+        samples.append([smp["t_s"], smp["cwnd"], smp["ssthresh"], smp["ca_state"], smp["srtt_us"]])
+        time.sleep(0.005)
+    bulk.stop()
+    print(json.dumps({"cc": cc, "columns": ["t_s", "cwnd", "ssthresh", "ca_state", "srtt_us"], "samples": samples}))
+
+
+def send(addr: str, port: int, cc: str, seconds: float) -> None:
+    bulk = _Bulk(addr, port, cc)
+    s = bulk.sock
+    t0 = time.monotonic()
     out: dict[str, Any] = {"cc": cc, "before": None, "recovery": None, "after": None}
     while time.monotonic() - t0 < seconds:
         smp = _sample(s, t0)
@@ -98,10 +124,7 @@ def send(addr: str, port: int, cc: str, seconds: float) -> None:
             out["after"] = smp
             break
         time.sleep(POLL_S)
-    stop.set()
-    s.shutdown(socket.SHUT_RDWR)
-    th.join(timeout=5)
-    s.close()
+    bulk.stop()
     print(json.dumps(out), flush=True)
 
 
@@ -110,5 +133,7 @@ if __name__ == "__main__":
         sink(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "touch":
         touch(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "trace":
+        trace(sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))
     else:
         send(sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))

@@ -54,7 +54,8 @@ def touch(addr: str, port: int) -> None:
 
 def _sample(s: socket.socket, t0: float) -> dict[str, Any]:
     info = parse_tcp_info(s.getsockopt(socket.IPPROTO_TCP, TCP_INFO, 232))
-    enabled, rttcnt, rtt_us, minrtt_us = struct.unpack("=4I", s.getsockopt(socket.IPPROTO_TCP, TCP_CC_INFO, 16))
+    cc_info = s.getsockopt(socket.IPPROTO_TCP, TCP_CC_INFO, 16)  # empty for algorithms without get_info
+    enabled, rttcnt, rtt_us, minrtt_us = struct.unpack("=4I", cc_info) if len(cc_info) == 16 else (0, 0, 0, 0)
     return {
         "t_s": round(time.monotonic() - t0, 4),
         "ca_state": info["ca_state"],

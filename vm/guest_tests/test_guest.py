@@ -265,8 +265,9 @@ def _check_ssthresh_follows_bwe(run_dir: Path, report: dict[str, Any]) -> None:
 
 
 def test_tcpwplus_beside_intree_westwood(report: dict[str, Any]) -> None:
-    """tcpwplus is Westwood+ under its own name: beside the kernel's westwood on one lossy path they share
-    it, and after each loss its ssthresh follows its estimate."""
+    """tcpwplus is Westwood+ under its own name (the in-tree westwood's estimator; the two differ in when eq. (5)
+    applies and in RTT units, test_recovery_ssthresh_westwood_halves_tcpwplus_uses_bwe): beside the kernel's
+    westwood on one lossy path they share it, and after each loss its ssthresh follows its estimate."""
     results = Path(os.environ.get("CCLAB_VM_RESULTS", REPO / "build" / "vm-test" / "results"))
     spec = SPEC.with_name("westwood-pair.toml")
     argv = [sys.executable, "-m", "controller.cli", "run", str(spec), "--no-live", "--json", "--results", str(results)]

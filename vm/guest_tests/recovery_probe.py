@@ -91,8 +91,11 @@ class _Bulk:
             pass
 
     def stop(self) -> None:
+        """Abort the connection (RST): nothing lingers unsent, so the socket, and with it its congestion
+        control module's reference, is gone when this returns."""
         self._stop.set()
-        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the writer blocked in sendall
         self._th.join(timeout=5)
         self.sock.close()
 

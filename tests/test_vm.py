@@ -1,8 +1,9 @@
 """The qemu lab VM (controller/vm.py): boots Debian's stock kernel and runs what this host cannot.
 
 One boot runs the guest-side suite (vm/guest_tests: our .ko modules, the
-in-tree baselines, host-built eBPF, a netem run with an 80 ms RTT); the tests
-here assert on its report.  Further boots check run_spec_in_vm (results land
+in-tree baselines, host-built eBPF, a netem run with an 80 ms RTT, the loss
+response of westwood and tcpwplus to one dropped segment); the tests here
+assert on its report.  Further boots check run_spec_in_vm (results land
 in the host's work tree), exit statuses and the timeout (the VM is killed).
 Needs root, qemu and the image (`make vm`); skips with the reason otherwise.
 """
@@ -89,6 +90,18 @@ def _print_summary(res: vm.VmResult, report: dict[str, Any]) -> None:
             f"{n['rate_bps'] / 1e6:g} Mbit/s, Jain {n['jain']}, fidelity notes {n['notes']}"
         )
         lines.append(f"  run directory (on the host): {n['run_dir']}")
+    for algo, r in report.get("recovery", {}).items():
+        b, rec = r.get("before") or {}, r.get("recovery") or {}
+        lines.append(
+            f"  one drop at 20 Mbit/s, 10.1 ms: {algo} cwnd {b.get('cwnd')} -> ssthresh {rec.get('ssthresh')} "
+            f"in recovery (BWE {rec.get('cc_bwe_kbps')} kbit/s, RTTmin {rec.get('cc_rtt_min_us')} us)"
+        )
+    c = report.get("climb")
+    if c:
+        lines.append(
+            f"  LogWestwood+ on 100 Mbit/s, 82 ms, 50 pkts: {len(c['climbs'])} climbs back to Wmax, median "
+            f"{c['median_rtts']} RTTs ({c['median_s_at_82ms']} s; paper {c['paper_s']} s)"
+        )
     print("\n".join(lines))
 
 
@@ -128,6 +141,23 @@ def test_netem_run_measures_80ms_rtt_and_lands_on_host(guest: tuple[vm.VmResult,
     assert rtt is not None and abs(rtt - WANT_RTT_MS) <= RTT_TOL_MS, f"base RTT {rtt} ms, spec {WANT_RTT_MS:g}"
     summ = json.loads((Path(n["run_dir"]) / "summary.json").read_text())
     assert summ["bottleneck"]["delay_applied"] is True and summ["complete"] is True
+
+
+def test_recovery_westwood_halves_tcpwplus_applies_eq5(guest: tuple[vm.VmResult, dict[str, Any]]) -> None:
+    """The guest dropped one segment of a 20 Mbit/s, 10.1 ms flow: in the recovery, the in-tree westwood's
+    ssthresh was cwnd/2 and tcpwplus's BWE * RTTmin / MSS (the guest test asserts the tolerances)."""
+    rec = guest[1].get("recovery", {})
+    assert sorted(rec) == ["tcpwplus", "westwood"], f"recovery probes reported: {sorted(rec)}"
+    ww, wp = rec["westwood"], rec["tcpwplus"]
+    assert ww["recovery"]["ssthresh"] == pytest.approx(ww["before"]["cwnd"] / 2, abs=2), ww
+    assert wp["recovery"]["ssthresh"] < wp["before"]["cwnd"] / 2 - 5, wp
+
+
+def test_logwestwood_climbs_back_to_wmax(guest: tuple[vm.VmResult, dict[str, Any]]) -> None:
+    """The guest measured LogWestwood+'s climbs on the paper's path (the guest test asserts them)."""
+    c = guest[1].get("climb")
+    assert c and len(c["climbs"]) >= 2, f"climb measurement: {c}"
+    assert c["median_of_reno_rtts"] is not None and c["median_of_reno_rtts"] < 0.5, c
 
 
 def test_cclab_run_vm_demo_lands_complete_on_host_with_delay() -> None:

@@ -57,14 +57,22 @@ static __always_inline bool cc_in_slow_start(const struct tcp_sock *tp)
 	return tp->snd_cwnd < tp->snd_ssthresh;
 }
 
-/* tcp_is_cwnd_limited() of include/net/tcp.h */
+/*
+ * tcp_is_cwnd_limited() of include/net/tcp.h as kernels have had it since
+ * 2022 (6.1's is this): is_cwnd_limited, which tcp_cwnd_validate() keeps
+ * over a whole window, counts in slow start too, where the window may also
+ * grow to twice what was in flight.  The older copy looked only at
+ * max_packets_out in slow start and ignored the flag there.
+ */
 static __always_inline bool cc_cwnd_limited(const struct sock *sk)
 {
 	const struct tcp_sock *tp = cc_tcp_sk(sk);
 
+	if (BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited))
+		return true;
 	if (cc_in_slow_start(tp))
 		return tp->snd_cwnd < 2 * tp->max_packets_out;
-	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+	return false;
 }
 
 /*

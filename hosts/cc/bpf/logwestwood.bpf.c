@@ -7,9 +7,10 @@
  *   cong_avoid:   slow start, then eq. (7) per ACKed packet
  *   ssthresh:     eq. (5); Wmax <- cwnd; alpha x2 if Wmax was not reached
  *
- * The kernel counts ACKed packets (ABC) where the paper's ns-2 counts
- * ACKs, so with delayed ACKs this shell grows twice as fast per RTT as
- * the paper's simulation; the per-packet step is eq. (7) unchanged.
+ * eq. (7) runs once per acknowledged packet (acked, 2 for a delayed ACK),
+ * as Linux applies Reno's 1/W, where the paper's ns-2 counts ACKs: with
+ * delayed ACKs this shell grows twice as fast per RTT as the paper's
+ * simulation.  per_ack = 1 (rodata) applies it once per ACK, as ns-2.
  */
 #include "cc_bpf.h"
 #include "logwestwood.h"
@@ -19,6 +20,8 @@ CC_EXPORT_MAP(logwestwood);
 /* Initial alpha in Q10 (paper §III: 4) and whether it adapts (§II). */
 const volatile u32 alpha_q10 = LOGWW_ALPHA_DEFAULT;
 const volatile u32 alpha_adapt = 1;
+/* eq. (7) once per ACK (the paper's ns-2) instead of per ACKed packet. */
+const volatile u32 per_ack = 0;
 
 static __always_inline void logww_export(struct sock *sk,
 					 struct logwestwood *l, bool force)
@@ -38,7 +41,7 @@ SEC("struct_ops")
 void BPF_PROG(logwestwood_init, struct sock *sk)
 {
 	logww_init(cc_priv(sk), cc_now_us(sk), cc_tcp_sk(sk)->snd_una,
-		   alpha_q10, alpha_adapt);
+		   alpha_q10, alpha_adapt, per_ack);
 }
 
 SEC("struct_ops")

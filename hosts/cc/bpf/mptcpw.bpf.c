@@ -7,13 +7,14 @@
  * icsk_ulp_data -> struct mptcp_subflow_context.conn -> struct mptcp_sock
  * .token (read-only casts, bpf_rdonly_cast) and claims one slot of a
  * shared struct mptcpw_conn in the mptcpw_conns hash map keyed by that
- * token.  Each ACK refreshes the slot's (cwnd, srtt) and computes delta_s
- * of eq. (8) over all live slots.  A plain TCP flow (or a subflow that
- * found no free slot) has no peers: delta = 1, i.e. TCPW.
+ * token.  Every ACK refreshes the slot's (cwnd, srtt), in fast recovery
+ * too; cong_avoid computes delta_s of eq. (8) over all live slots.  A plain
+ * TCP flow (or a subflow that found no free slot) has no peers: delta = 1,
+ * i.e. TCPW.
  *
- *   in_ack_event: TCPW estimator B_s (AckedCount + Tustin)
+ *   in_ack_event: TCPW estimator B_s (AckedCount + Tustin), slot refresh
  *   pkts_acked:   RTTmin_s
- *   cong_avoid:   slow start, then min(delta_s, 1) / w_s per packet
+ *   cong_avoid:   delta_s; slow start, then min(delta_s, 1) / w_s per packet
  *   ssthresh:     B_s * RTTmin_s / MSS; COMPLETE_CWR: w_s = that
  *   release:      free the slot; the last subflow deletes the entry
  */
@@ -75,9 +76,15 @@ static __always_inline u32 mptcpw_claim(struct mptcpw_conn *c)
 	return MPTCPW_MAX_PATHS;
 }
 
-/* This subflow's connection table, attaching to it on first use. */
+/*
+ * This subflow's connection table; attach selects attaching to it on first
+ * use.  Only cong_avoid attaches: in_ack_event also runs while the
+ * handshake completes, before the stack calls init once more
+ * (tcp_init_transfer), which would leak the slot claimed then.
+ */
 static __always_inline struct mptcpw_conn *mptcpw_conn(struct sock *sk,
-						       struct mptcpw_sk *p)
+						       struct mptcpw_sk *p,
+						       bool attach)
 {
 	struct mptcpw_conn *c, zero = {};
 	u32 tok, slot;
@@ -87,6 +94,8 @@ static __always_inline struct mptcpw_conn *mptcpw_conn(struct sock *sk,
 		return p->m.slot < MPTCPW_MAX_PATHS ?
 		       bpf_map_lookup_elem(&mptcpw_conns, &tok) : NULL;
 	}
+	if (!attach)
+		return NULL;
 	tok = mptcpw_token(sk);
 	if (!tok)
 		return NULL;
@@ -142,7 +151,8 @@ void BPF_PROG(mptcpw_in_ack_event, struct sock *sk, u32 flags)
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct mptcpw_sk *p = cc_priv(sk);
 
-	tcpw_on_ack(&p->m.w, cc_now_us(sk), tp->snd_una, tp->mss_cache);
+	mptcpw_on_ack(&p->m, mptcpw_conn(sk, p, false), cc_now_us(sk),
+		      tp->snd_una, tp->mss_cache, tp->snd_cwnd, cc_srtt_us(sk));
 }
 
 SEC("struct_ops")
@@ -160,16 +170,9 @@ void BPF_PROG(mptcpw_cong_avoid, struct sock *sk, u32 ack, u32 acked)
 {
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct mptcpw_sk *p = cc_priv(sk);
-	struct mptcpw_conn *c = mptcpw_conn(sk, p);
-	u32 delta = MPTCPW_UNIT, slot, cwnd;
+	struct mptcpw_conn *c = mptcpw_conn(sk, p, true);
+	u32 delta = mptcpw_delta(&p->m, c), cwnd;
 
-	if (c) {
-		slot = p->m.slot & (MPTCPW_MAX_PATHS - 1);	/* bound */
-		c->path[slot].cwnd = tp->snd_cwnd;
-		c->path[slot].rtt_us = cc_srtt_us(sk);
-		delta = mptcpw_delta_q16(c, slot);
-	}
-	p->m.delta = delta;
 	mptcpw_export(sk, p, c, false);
 	if (!cc_slow_start(sk, &acked))
 		return;

@@ -33,8 +33,9 @@ struct {
 	__type(value, struct abse_sk);
 } abse_state SEC(".maps");
 
-/* N of eq. (6); settable before load. */
+/* N of eq. (6) and T_min in mean ACK gaps; settable before load. */
 const volatile u32 abse_n = ABSE_N_DEFAULT;
+const volatile u32 abse_tmin_gaps = ABSE_TMIN_GAPS_DEFAULT;
 
 static __always_inline struct abse_sk *abse_get(struct sock *sk, bool create)
 {
@@ -63,7 +64,8 @@ void BPF_PROG(tcpw_abse_init, struct sock *sk)
 
 	if (!s)		/* out of memory: the flow runs as plain Reno */
 		return;
-	abse_init(&s->a, cc_now_us(sk), cc_tcp_sk(sk)->snd_una, abse_n);
+	abse_init(&s->a, cc_now_us(sk), cc_tcp_sk(sk)->snd_una, abse_n,
+		  abse_tmin_gaps);
 	s->prior_cwnd = 0;
 }
 

@@ -2,7 +2,8 @@
 /*
  * tcpwplus.bpf.c - TCP Westwood+ as a struct_ops congestion control,
  * under its own name so it can run beside the in-tree "westwood".
- * The algorithm is core/tcpwplus.h (paper references there).
+ * The algorithm is core/tcpwplus.h (paper references there, and the two
+ * differences from westwood: eq. (5) at loss detection, RTT in us).
  *
  *   in_ack_event: AckedCount, one BWE sample per RTT (EWMA)
  *   pkts_acked:   RTT, RTTmin

@@ -12,6 +12,10 @@
  * The paper counts segments; here the unit is bytes and "one segment" is the
  * mss argument, so with mss = 1 and sequence numbers in segments this is the
  * paper's procedure line for line.  "cumul_ack > 1" becomes "> mss".
+ *
+ * The paper does not say what an ACK below last_ack_seqno (reordered on the
+ * way back) counts for; here it counts as a DUPACK: one segment, remembered
+ * in accounted_for, and last_ack stays where it was.
  */
 #ifndef CC_ACKCOUNT_H
 #define CC_ACKCOUNT_H
@@ -34,7 +38,7 @@ static CC_INLINE u32 cc_acked_count(struct cc_ackcnt *a, u32 ack_seq, u32 mss)
 {
 	u32 cumul = ack_seq - a->last_ack;
 
-	if (cumul > (1U << 31))		/* old ACK below snd_una: ignore */
+	if (cumul > (1U << 31))		/* old ACK below snd_una: a DUPACK */
 		cumul = 0;
 	if (cumul == 0) {		/* DUPACK: one segment arrived */
 		a->accounted += mss;

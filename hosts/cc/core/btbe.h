@@ -5,10 +5,15 @@
  *
  * Spec: papers/btbe-bottleneck-target-estimates.txt §III.
  *
- * Estimator (§III-A), updated once per RTT:
+ * Estimator (§III-A): W_Bottleneck, eQ and W_Target once per RTT (round):
  *   W_Bottleneck = eBW * baseRTT / Seg_size
  *       eBW: forward-path rate, bytes acknowledged over the receiver's
- *       TCP timestamp (TSval) clock, so ACK compression cannot inflate it
+ *       TCP timestamp (TSval) clock, so ACK compression cannot inflate it.
+ *       The paper takes it from [12], [13] without its sampling; here a
+ *       sample closes once BTBE_TS_MIN_TICKS (8) TSval ticks have passed
+ *       (8 ms at 1 kHz; without timestamps, BTBE_SAMPLE_MIN_US of the
+ *       local clock) and eBW is its EWMA with gain 1/8, i.e. several
+ *       samples per RTT on paths longer than 8 ms, not one per RTT.
  *   eQ           = W / avgRTT * (RTT_max - baseRTT)
  *       RTT_max: the largest per-round average RTT, reset to 0 on RTO
  *   W_Target     = W_Bottleneck + eQ
@@ -32,7 +37,8 @@
  *
  * Fixed point: windows in packets, alpha Q10 (BTBE_UNIT = 1.0), exp() Q24
  * from two tables (e^-i for integer i, e^-j/32 with linear interpolation,
- * relative error < 1.3e-4); exponent x in Q10, x >= 24 treated as 0.
+ * relative error < 1.3e-4); exponent x in Q10, x >= 17 treated as 0
+ * (e^-17 is below one Q24 unit).
  * Overflow: lambda_x1000 < 2^17 times (w << 10) < 2^30 is below 2^47.
  */
 #ifndef CC_BTBE_H

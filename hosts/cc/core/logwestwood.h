@@ -4,9 +4,18 @@
  *
  * Spec: papers/logwestwood-plus.txt §II eq. (5)-(7), §III.
  * Estimate and decrease are Westwood+ (tcpwplus.h, eq. (5)).  In congestion
- * avoidance, per ACK (eq. (7)):
+ * avoidance (eq. (7)):
  *
  *   W <- W + max((Wmax - W) / (alpha * W), 1 / W)
+ *
+ * once per acknowledged packet, by default.  The paper (§II) applies it
+ * "for each acknowledgement packet received" in ns-2, where one ACK is one
+ * packet unless the receiver delays ACKs; Linux applies Reno's 1/W per
+ * acknowledged packet (tcp_cong_avoid_ai), and eq. (7)'s floor is there to
+ * keep LogWestwood+ at least as fast as that Reno (§II, objective 1), so
+ * the shells count packets too: with delayed ACKs (acked = 2) they climb
+ * twice as fast per RTT as a per-ACK reading.  per_ack = 1 (a tunable of
+ * the shells) applies eq. (7) once per ACK whatever it covers, as ns-2.
  *
  * Wmax is the window at the last loss event.  alpha (§II): x2 when a loss
  * is detected before W reached Wmax, /2 for every errorless increase over
@@ -43,10 +52,12 @@ struct logwestwood {
 	u32 alpha_floor;	/* Q10 */
 	u8 adapt;		/* adapt alpha (§II) or keep it fixed (§III) */
 	u8 reached;		/* W reached Wmax since the last loss */
+	u8 per_ack;		/* eq. (7) once per ACK (ns-2), not per packet */
 };
 
 static CC_INLINE void logww_init(struct logwestwood *l, u32 now_us,
-				 u32 snd_una, u32 alpha_q10, int adapt)
+				 u32 snd_una, u32 alpha_q10, int adapt,
+				 int per_ack)
 {
 	tcpwplus_state_init(&l->wp, now_us, snd_una, TCPWP_WIN_MIN_US);
 	l->acc = 0;
@@ -55,6 +66,7 @@ static CC_INLINE void logww_init(struct logwestwood *l, u32 now_us,
 	l->alpha = CC_MIN(CC_MAX(alpha_q10, l->alpha_floor), LOGWW_ALPHA_MAX);
 	l->adapt = !!adapt;
 	l->reached = 0;
+	l->per_ack = !!per_ack;
 }
 
 /* eq. (7): per-ACK increase in Q20 packets, for the current W. */
@@ -73,13 +85,16 @@ static CC_INLINE u64 logww_step_q20(u32 w, u32 wmax, u32 alpha_q10)
 	return CC_MAX(lg, lin);
 }
 
-/* Congestion avoidance, one ACK covering acked packets. */
+/* Congestion avoidance, one ACK covering acked packets (the kernel's
+ * cong_avoid argument: 2 for a delayed ACK). */
 static CC_INLINE void logww_cong_avoid(struct logwestwood *l, u32 *cwnd,
 				       u32 acked)
 {
 	u32 w = *cwnd;
 	u64 step = logww_step_q20(w, l->wmax, l->alpha);
 
+	if (l->per_ack)
+		acked = CC_MIN(acked, 1U);
 	/* each of the acked packets advances W by eq. (7) at the current W */
 	l->acc += step * acked;
 	if (l->wmax > w) {

@@ -19,7 +19,9 @@
  *
  * The subflows of one connection share a table of MPTCPW_MAX_PATHS
  * (cwnd, RTT) slots; the shells keep it where all subflows see it (a BPF
- * hash map keyed by the MPTCP token).  The loops below run over that fixed
+ * hash map keyed by the MPTCP token).  Each subflow refreshes its slot on
+ * every ACK (mptcpw_on_ack), in fast recovery too: the paper's eq. (8)
+ * takes the current w_r and RTT_r of every path.  The loops below run over that fixed
  * size, so the verifier sees a constant bound.
  *
  * Fixed point: delta and q are Q16 (MPTCPW_UNIT = 1.0); rates x_r are
@@ -98,6 +100,36 @@ static CC_INLINE void mptcpw_state_init(struct mptcpw *m, u32 now_us,
 	m->acc = 0;
 	m->delta = MPTCPW_UNIT;
 	m->slot = ~0U;
+}
+
+/*
+ * Every ACK (in_ack_event), in recovery too where cong_avoid is not called:
+ * the TCPW estimator, and this subflow's (cwnd, srtt) into the shared table
+ * c (NULL when uncoupled), so that the peers' eq. (8) sees the window the
+ * loss response left, not the one before the loss.  Returns 1 on a new
+ * estimate.
+ */
+static CC_INLINE int mptcpw_on_ack(struct mptcpw *m, struct mptcpw_conn *c,
+				   u32 now_us, u32 snd_una, u32 mss, u32 cwnd,
+				   u32 srtt_us)
+{
+	u32 slot = m->slot & (MPTCPW_MAX_PATHS - 1);	/* bound */
+
+	if (c && m->slot < MPTCPW_MAX_PATHS) {
+		c->path[slot].cwnd = cwnd;
+		c->path[slot].rtt_us = srtt_us;
+	}
+	return tcpw_on_ack(&m->w, now_us, snd_una, mss);
+}
+
+/* delta_s of eq. (8) for this subflow (1.0 when uncoupled), remembered. */
+static CC_INLINE u32 mptcpw_delta(struct mptcpw *m,
+				  const struct mptcpw_conn *c)
+{
+	m->delta = MPTCPW_UNIT;
+	if (c && m->slot < MPTCPW_MAX_PATHS)
+		m->delta = mptcpw_delta_q16(c, m->slot & (MPTCPW_MAX_PATHS - 1));
+	return m->delta;
 }
 
 /* Increase of §IV, one ACK covering acked packets:

@@ -14,7 +14,7 @@
  * Loss (slide 6): 3 DUPACKs -> ssthresh = BWE*RTTmin/MSS, cwnd = min(cwnd,
  * ssthresh); RTO -> the same ssthresh and cwnd = 1.  Increase is Reno's.
  *
- * Two implementation choices the papers leave open, written down:
+ * Three implementation choices the papers leave open, written down:
  *  - ACKs that arrive within TCPW_MIN_SAMPLE_US of the previous sample are
  *    merged into one sample (GRO/ACK bursts give D_k ~ 0 and a meaningless
  *    b_k); d_k is then the sum of their AckedCount values.

@@ -6,12 +6,20 @@
  *   on loss  W <- max(2, BWE * RTTmin / seg_size)
  * with BWE sampled once per RTT (bytes acknowledged during the RTT divided
  * by the RTT, which ACK compression cannot inflate) and EWMA-filtered.
- * This is the algorithm of Linux's in-tree "westwood" module, which the
- * testbed uses as the reference, so the free parameters follow it:
+ * Linux's in-tree "westwood" module is this estimator, which the testbed
+ * uses as the reference, so the free parameters follow it:
  *  - a sample closes when the window has lasted max(RTT, TCPWP_WIN_MIN_US);
  *  - two cascaded EWMA stages with gain 7/8 (TCPWP_GAIN_*), the first
  *    sample initialising both;
  *  - RTTmin is re-learnt after an RTO (the path may have changed).
+ * Two differences from the in-tree module, both on the paper's side:
+ *  - eq. (5) applies at loss detection: the ssthresh callback returns
+ *    BWE * RTTmin / MSS, so fast recovery works towards it.  westwood's
+ *    ssthresh is tcp_reno_ssthresh (cwnd / 2) and it sets
+ *    cwnd = ssthresh = BWE * RTTmin only when recovery completes;
+ *  - RTTs are the stack's microseconds; westwood keeps RTT, RTTmin and its
+ *    window in jiffies (usecs_to_jiffies rounds up: at HZ = 250 a 10.1 ms
+ *    RTT reads 12 ms, and its BWE * RTTmin is in that unit).
  *
  * Units: bw in bytes/s, times in microseconds.
  */

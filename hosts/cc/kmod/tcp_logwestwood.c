@@ -6,6 +6,10 @@
  * High-Speed Long-Distance Networks" (papers/logwestwood-plus.txt §II-III).
  * The algorithm lives in ../core/logwestwood.h.
  *
+ * eq. (7) runs once per acknowledged packet (cong_avoid's acked, 2 for a
+ * delayed ACK), as Linux applies Reno's 1/W; the paper's ns-2 applies it
+ * once per ACK, which per_ack=1 selects (core/logwestwood.h says why).
+ *
  *            loss before Wmax: alpha x2          W reaches Wmax: alpha /2
  *   slow start ---> CA: W += max((Wmax-W)/(alpha W), 1/W) ---> loss:
  *                   W = ssthresh = BWE*RTTmin/MSS, Wmax = W at the loss
@@ -19,11 +23,14 @@ MODULE_PARM_DESC(alpha, "initial alpha of eq. (7) (2..1024, default 4 as in §II
 static bool alpha_adapt __read_mostly = true;
 module_param(alpha_adapt, bool, 0644);
 MODULE_PARM_DESC(alpha_adapt, "adapt alpha x2 / /2 as in §II (default on)");
+static bool per_ack __read_mostly;
+module_param(per_ack, bool, 0644);
+MODULE_PARM_DESC(per_ack, "eq. (7) once per ACK as the paper's ns-2, not per acknowledged packet (default off)");
 
 static void logwestwood_init(struct sock *sk)
 {
 	logww_init(inet_csk_ca(sk), cc_now_us(sk), tcp_sk(sk)->snd_una,
-		   (u32)alpha * LOGWW_UNIT, alpha_adapt);
+		   (u32)alpha * LOGWW_UNIT, alpha_adapt, per_ack);
 }
 
 static void logwestwood_in_ack_event(struct sock *sk, u32 flags)

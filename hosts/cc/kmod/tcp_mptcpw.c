@@ -32,7 +32,8 @@ static void mptcpw_in_ack_event(struct sock *sk, u32 flags)
 	const struct tcp_sock *tp = tcp_sk(sk);
 	struct mptcpw *m = inet_csk_ca(sk);
 
-	tcpw_on_ack(&m->w, cc_now_us(sk), tp->snd_una, tp->mss_cache);
+	mptcpw_on_ack(m, NULL, cc_now_us(sk), tp->snd_una, tp->mss_cache,
+		      tcp_snd_cwnd(tp), tp->srtt_us >> 3);
 }
 
 static void mptcpw_pkts_acked(struct sock *sk, const struct ack_sample *sample)

@@ -19,10 +19,14 @@
 static int n_gain __read_mostly = ABSE_N_DEFAULT;
 module_param(n_gain, int, 0644);
 MODULE_PARM_DESC(n_gain, "N of eq. (6): tau_k = RTT (1 + N U_k/U_max) (0..64, default 4)");
+static int tmin_gaps __read_mostly = ABSE_TMIN_GAPS_DEFAULT;
+module_param(tmin_gaps, int, 0644);
+MODULE_PARM_DESC(tmin_gaps, "T_min of eq. (4) in mean inter-ACK gaps, at least RTT/8 (0..64, default 8)");
 
 static void tcpw_abse_init(struct sock *sk)
 {
-	abse_init(inet_csk_ca(sk), cc_now_us(sk), tcp_sk(sk)->snd_una, n_gain);
+	abse_init(inet_csk_ca(sk), cc_now_us(sk), tcp_sk(sk)->snd_una, n_gain,
+		  tmin_gaps);
 }
 
 static void tcpw_abse_in_ack_event(struct sock *sk, u32 flags)
@@ -80,6 +84,11 @@ static int __init tcpw_abse_register(void)
 	if (n_gain < 0 || n_gain > ABSE_N_MAX) {
 		pr_err("tcpw_abse: n_gain=%d outside 0..%u\n", n_gain,
 		       ABSE_N_MAX);
+		return -EINVAL;
+	}
+	if (tmin_gaps < 0 || tmin_gaps > ABSE_TMIN_GAPS_MAX) {
+		pr_err("tcpw_abse: tmin_gaps=%d outside 0..%u\n", tmin_gaps,
+		       ABSE_TMIN_GAPS_MAX);
 		return -EINVAL;
 	}
 	return tcp_register_congestion_control(&tcpw_abse);

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * TCP Westwood+, tcp_congestion_ops module, under its own name so that it
- * can run beside the in-tree "westwood" (the same algorithm, the reference).
+ * can run beside the in-tree "westwood" (the same estimator, the
+ * reference).  Unlike westwood it applies eq. (5) at loss detection (the
+ * in-tree one halves then and sets BWE * RTTmin at recovery's end) and
+ * measures RTT in microseconds, not jiffies (core/tcpwplus.h).
  *
  * Paper: papers/logwestwood-plus.txt §II eq. (5); L. A. Grieco, S. Mascolo,
  * "Performance evaluation and comparison of Westwood+, New Reno, and Vegas
  * TCP congestion control".  The algorithm lives in ../core/tcpwplus.h.
  *
  *   every ACK    -> AckedCount; once per RTT: BWE sample, two EWMA stages
- *   loss         -> ssthresh = max(2, BWE * RTTmin / MSS); cwnd = ssthresh
+ *   loss         -> ssthresh = max(2, BWE * RTTmin / MSS) at detection;
+ *                   cwnd = ssthresh (re-evaluated) when recovery completes
  *   RTO          -> the same, and RTTmin is re-learnt
  *   otherwise    -> Reno
  */

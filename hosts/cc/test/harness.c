@@ -5,8 +5,11 @@
  * and checks the printed "key=value" lines against values worked by hand
  * from the papers' equations.  Integer arithmetic only, like the cores.
  *
- *   harness tustin | ackcount | ssthresh | logww | btbe | mptcpw | abse
- *   harness climb <reno|tcpwplus|logwestwood|logwestwood_adapt> <acks_per_ack>
+ *   harness tustin | ackcount | ssthresh | logww | btbe | mptcpw |
+ *           mptcpw_recovery | abse
+ *   harness abse_trace <rate_Bps> <mss> <pkts_per_ack> <rtt_us> <seconds>
+ *   harness climb <reno|tcpwplus|logwestwood|logwestwood_adapt> <pkts_per_ack>
+ *                 <ack|packet>
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -71,6 +74,9 @@ static int cmd_ackcount(void)
 	ack_step(&a, "c_delayed", 12);
 	/* D: one in-order segment */
 	ack_step(&a, "d_single", 13);
+	/* E: an ACK below the last one (reordered): a DUPACK */
+	ack_step(&a, "e_old", 11);
+	ack_step(&a, "e_next", 15);
 	return 0;
 }
 
@@ -96,8 +102,8 @@ static int cmd_ssthresh(void)
 
 	tcpw_state_init(&w, t, una, TCPW_TAU_US_DEFAULT);
 	tcpwplus_state_init(&wp, t, una, TCPWP_WIN_MIN_US);
-	abse_init(&a, t, una, ABSE_N_DEFAULT);
-	logww_init(&l, t, una, LOGWW_ALPHA_DEFAULT, 1);
+	abse_init(&a, t, una, ABSE_N_DEFAULT, ABSE_TMIN_GAPS_DEFAULT);
+	logww_init(&l, t, una, LOGWW_ALPHA_DEFAULT, 1, 0);
 	btbe_state_init(&b, t, una, BTBE_LAMBDA_X1000, BTBE_TS_HZ_DEFAULT);
 	mptcpw_state_init(&m, t, una, TCPW_TAU_US_DEFAULT);
 	for (i = 0; i < 20000; i++) {
@@ -158,15 +164,28 @@ static int cmd_logww(void)
 		       cases[i][2], logww_step_q20(cases[i][0], cases[i][1],
 						   cases[i][2] * LOGWW_UNIT));
 	/* per-ACK trace from W = 10 towards Wmax = 100 with alpha = 2 */
-	logww_init(&l, 0, 0, 2 * LOGWW_UNIT, 0);
+	logww_init(&l, 0, 0, 2 * LOGWW_UNIT, 0, 0);
 	l.wmax = 100;
 	w = 10;
 	for (i = 1; i <= 5; i++) {
 		logww_cong_avoid(&l, &w, 1);
 		printf("trace_%u=%u\n", i, w);
 	}
+	/* the same from delayed ACKs (acked = 2), per packet and per ACK */
+	for (i = 0; i < 2; i++) {
+		u32 k;
+
+		logww_init(&l, 0, 0, 2 * LOGWW_UNIT, 0, i);
+		l.wmax = 100;
+		w = 10;
+		for (k = 1; k <= 3; k++) {
+			logww_cong_avoid(&l, &w, 2);
+			printf("%s_%u=%u\n", i ? "delack_per_ack" : "delack_per_pkt",
+			       k, w);
+		}
+	}
 	/* alpha: x2 on a loss before Wmax, /2 per errorless climb, floor 2 */
-	logww_init(&l, 0, 0, 4 * LOGWW_UNIT, 1);
+	logww_init(&l, 0, 0, 4 * LOGWW_UNIT, 1, 0);
 	l.wp.rtt_min_us = 100000;
 	l.wp.bw = 500000;
 	printf("alpha_0=%u\n", l.alpha);
@@ -276,13 +295,56 @@ static int cmd_mptcpw(void)
 	return 0;
 }
 
+/*
+ * Two coupled subflows as the eBPF shell drives them: every ACK calls
+ * mptcpw_on_ack (in_ack_event), cong_avoid (mptcpw_delta + increase) runs
+ * only outside recovery.  Subflow A (slot 0, RTT 50 ms) falls from 100 to
+ * 50 packets at a loss and stays in recovery; subflow B (slot 1, RTT
+ * 100 ms, 60 packets) keeps increasing.  B's delta must see A's 50.
+ */
+static int cmd_mptcpw_recovery(void)
+{
+	struct mptcpw_conn c;
+	struct mptcpw a, b;
+	u32 t = 0, una_a = 0, una_b = 0, wa = 100, wb = 60, i, d;
+
+	memset(&c, 0, sizeof(c));
+	mptcpw_state_init(&a, t, una_a, TCPW_TAU_US_DEFAULT);
+	mptcpw_state_init(&b, t, una_b, TCPW_TAU_US_DEFAULT);
+	a.slot = 0;
+	b.slot = 1;
+	c.used = 3;
+	for (i = 1; i <= 40; i++) {
+		t += 1000;
+		una_a += 1000;
+		una_b += 1000;
+		if (i == 20) {
+			printf("wa_before=%u\nwb_before=%u\ndelta_b_before=%u\n",
+			       wa, wb, mptcpw_delta(&b, &c));
+			wa = 50;		/* A's loss: recovery from here on */
+		}
+		mptcpw_on_ack(&a, &c, t, una_a, 1000, wa, 50000);
+		if (i < 20)
+			mptcpw_increase(&a, &wa, 1, mptcpw_delta(&a, &c));
+		mptcpw_on_ack(&b, &c, t, una_b, 1000, wb, 100000);
+		d = mptcpw_delta(&b, &c);
+		mptcpw_increase(&b, &wb, 1, d);
+		if (i == 21)
+			printf("wa_recovery=%u\nwb_recovery=%u\n"
+			       "delta_b_recovery=%u\n", wa, wb, d);
+	}
+	printf("slot_a_cwnd=%u\nslot_a_rtt_us=%u\n", c.path[0].cwnd,
+	       c.path[0].rtt_us);
+	return 0;
+}
+
 /* ABSE: T_k and tau_k on an uncongested and a congested path. */
 static int cmd_abse(void)
 {
 	struct tcpw_abse a;
 	u32 t = 0, una = 0, i;
 
-	abse_init(&a, t, una, ABSE_N_DEFAULT);
+	abse_init(&a, t, una, ABSE_N_DEFAULT, ABSE_TMIN_GAPS_DEFAULT);
 	for (i = 0; i < 5000; i++) {		/* 1e6 B/s, RTT 100 ms */
 		t += 1000;
 		una += 1000;
@@ -307,14 +369,60 @@ static int cmd_abse(void)
 }
 
 /*
+ * ABSE on a slow path (abse §2.1): rate_Bps, mss-byte segments, one ACK per
+ * per_ack segments at even spacing, RTT = RTTmin = rtt_us, cwnd = the BDP
+ * (no queue), for seconds.  Prints the estimate at the end and its lowest
+ * and highest value over the second half, and ssthresh at the end.
+ */
+static int cmd_abse_trace(u32 rate_Bps, u32 mss, u32 per_ack, u32 rtt_us,
+			  u32 seconds)
+{
+	struct tcpw_abse a;
+	u64 t_ns = 0, gap_ns, end_ns, lo = ~0ULL, hi = 0;
+	u32 una = 0, cwnd;
+
+	if (!rate_Bps || !mss || !per_ack || !rtt_us || !seconds)
+		return 2;
+	gap_ns = (u64)per_ack * mss * 1000000000ULL / rate_Bps;
+	end_ns = (u64)seconds * 1000000000ULL;
+	cwnd = (u32)CC_MAX((u64)rate_Bps * rtt_us / 1000000 / mss, 1ULL);
+	abse_init(&a, 0, 0, ABSE_N_DEFAULT, ABSE_TMIN_GAPS_DEFAULT);
+	while ((t_ns += gap_ns) <= end_ns) {
+		una += per_ack * mss;
+		abse_rtt(&a, rtt_us);
+		abse_on_ack(&a, (u32)(t_ns / 1000), una, mss, rtt_us, cwnd);
+		if (t_ns >= end_ns / 2) {
+			lo = CC_MIN(lo, a.bw);
+			hi = CC_MAX(hi, a.bw);
+		}
+	}
+	printf("rate_Bps=%u\nmss=%u\nrtt_us=%u\ncwnd=%u\n", rate_Bps, mss,
+	       rtt_us, cwnd);
+	P64("ack_gap_us", gap_ns / 1000);
+	P64("bw", a.bw);
+	P64("bw_lo", lo);
+	P64("bw_hi", hi);
+	P64("tk_us", abse_tk_us(&a));
+	P64("ssthresh", abse_ssthresh(&a, mss));
+	return 0;
+}
+
+/*
  * The LogWestwood+ scenario (logwestwood-plus §III): 100 Mbit/s bottleneck,
  * 1500-byte packets, base RTT 82 ms -> a 683-packet pipe, 50-packet
  * drop-tail queue, capacity 733.  Round-based packet model: a round sends W
  * packets and lasts max(RTTmin, W/C); its ACKs (one per b packets, as a
  * delayed-ACK receiver sends) arrive spaced b/C; a round starting with
  * W > 733 loses a packet and the loss response runs at the round's end.
- * Increase per ACK as in ns-2 (no byte counting).  The climb time is
- * measured after the second loss, from the decrease back to W >= 733.
+ * The climb time is measured after the second loss, from the decrease back
+ * to W >= 733.
+ *
+ * Two ways to count an ACK (the last argument):
+ *   ack     ns-2, as the paper simulated: every ACK is one increase step
+ *           (Reno W += 1/W, eq. (7) once), whatever it covers;
+ *   packet  the kernel: cong_avoid(acked = b) per ACK, Reno through
+ *           tcp_cong_avoid_ai (1/W per packet), logww_cong_avoid with
+ *           acked = b and the shells' default per_ack = 0.
  */
 #define CL_MSS		1500U
 #define CL_RTT_US	82000U
@@ -328,7 +436,7 @@ struct cl_sim {
 	struct tcpwplus wp;
 	struct logwestwood l;
 	u64 t_ns;
-	u32 w, cnt, una, b;
+	u32 w, cnt, una, b, per_packet;
 };
 
 static void cl_ack(struct cl_sim *s, u64 t_ns, u32 rtt_us)
@@ -340,12 +448,15 @@ static void cl_ack(struct cl_sim *s, u64 t_ns, u32 rtt_us)
 	tcpwplus_rtt(wp, rtt_us);
 	tcpwplus_on_ack(wp, now, s->una, CL_MSS);
 	if (s->algo >= CL_LOGWW) {
-		logww_cong_avoid(&s->l, &s->w, 1);
+		logww_cong_avoid(&s->l, &s->w, s->b);	/* as the shells call it */
 		return;
 	}
-	if (++s->cnt >= s->w) {		/* W += 1/W per ACK */
-		s->cnt = 0;
-		s->w++;
+	s->cnt += s->per_packet ? s->b : 1;	/* W += 1/W per packet or ACK */
+	if (s->cnt >= s->w) {
+		u32 add = s->cnt / s->w;
+
+		s->cnt -= add * s->w;
+		s->w += add;
 	}
 }
 
@@ -374,7 +485,7 @@ static int cl_round(struct cl_sim *s)
 	return 1;
 }
 
-static int cmd_climb(const char *name, u32 b)
+static int cmd_climb(const char *name, u32 b, const char *count)
 {
 	struct cl_sim s;
 	u32 losses = 0, rounds = 0, start_w = 0;
@@ -391,14 +502,20 @@ static int cmd_climb(const char *name, u32 b)
 		s.algo = CL_LOGWW_ADAPT;
 	else
 		return 2;
+	if (!strcmp(count, "packet"))
+		s.per_packet = 1;
+	else if (strcmp(count, "ack"))
+		return 2;
 	s.b = b ? b : 1;
 	s.w = 600;
 	tcpwplus_state_init(&s.wp, 0, 0, TCPWP_WIN_MIN_US);
-	logww_init(&s.l, 0, 0, LOGWW_ALPHA_DEFAULT, s.algo == CL_LOGWW_ADAPT);
+	logww_init(&s.l, 0, 0, LOGWW_ALPHA_DEFAULT, s.algo == CL_LOGWW_ADAPT,
+		   !s.per_packet);
 	while (rounds++ < 100000) {
 		if (losses == 2 && s.w >= CL_CAP) {
-			printf("algo=%s\nacks_per_ack=%u\nbdp_pkts=683\ncap_pkts=%u\n",
-			       name, s.b, CL_CAP);
+			printf("algo=%s\nacks_per_ack=%u\nper_packet=%u\n",
+			       name, s.b, s.per_packet);
+			printf("bdp_pkts=683\ncap_pkts=%u\n", CL_CAP);
 			printf("start_w=%u\nclimb_us=%" PRIu64 "\n", start_w,
 			       (s.t_ns - t_loss) / 1000);
 			P64("alpha_q10", s.l.alpha);
@@ -429,12 +546,23 @@ int main(int argc, char **argv)
 		return cmd_btbe();
 	if (!strcmp(argv[1], "mptcpw"))
 		return cmd_mptcpw();
+	if (!strcmp(argv[1], "mptcpw_recovery"))
+		return cmd_mptcpw_recovery();
 	if (!strcmp(argv[1], "abse"))
 		return cmd_abse();
-	if (!strcmp(argv[1], "climb") && argc == 4)
-		return cmd_climb(argv[2], (u32)strtoul(argv[3], NULL, 10));
+	if (!strcmp(argv[1], "abse_trace") && argc == 7)
+		return cmd_abse_trace((u32)strtoul(argv[2], NULL, 10),
+				      (u32)strtoul(argv[3], NULL, 10),
+				      (u32)strtoul(argv[4], NULL, 10),
+				      (u32)strtoul(argv[5], NULL, 10),
+				      (u32)strtoul(argv[6], NULL, 10));
+	if (!strcmp(argv[1], "climb") && argc == 5)
+		return cmd_climb(argv[2], (u32)strtoul(argv[3], NULL, 10),
+				 argv[4]);
 usage:
-	fprintf(stderr, "usage: harness tustin|ackcount|ssthresh|logww|btbe|mptcpw|abse\n"
-			"       harness climb <algo> <packets_per_ack>\n");
+	fprintf(stderr, "usage: harness tustin|ackcount|ssthresh|logww|btbe|mptcpw|"
+			"mptcpw_recovery|abse\n"
+			"       harness abse_trace <rate_Bps> <mss> <pkts_per_ack> <rtt_us> <s>\n"
+			"       harness climb <algo> <packets_per_ack> ack|packet\n");
 	return 2;
 }

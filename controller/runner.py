@@ -155,14 +155,18 @@ def preflight(spec: Spec, opts: RunOptions) -> tuple[bool, list[str]]:
     wants_delay = b.delay_ms > 0 or b.jitter_ms > 0 or any(s.delay_ms for s in b.schedule)
     use_delay = False
     if wants_delay:
-        if system.has_netem():
+        # netem where the kernel has it; else, on the kernel target, cclab-delay (delay/)
+        from controller.dataplane import delayline
+
+        no_line = delayline.missing() if spec.dataplane == "kernel" else "cclab-delay serves the kernel target only"
+        if system.has_netem() or no_line is None:
             use_delay = True
         elif b.delay_fallback == "skip" or opts.allow_no_delay:
-            notes.append(f"delay_ms = {b.delay_ms:g} not applied: this kernel has no netem (run it in the lab VM)")
+            notes.append(f"delay_ms = {b.delay_ms:g} not applied: this kernel has no netem, and {no_line}")
         else:
             raise RunError(
-                f"bottleneck.delay_ms = {b.delay_ms:g} needs netem, which this kernel lacks; run it in the lab VM, "
-                'or pass --allow-no-delay (or set bottleneck.delay_fallback = "skip") to run without delay'
+                f"bottleneck.delay_ms = {b.delay_ms:g} needs netem, which this kernel lacks, or cclab-delay: "
+                f'{no_line}; or pass --allow-no-delay (or set bottleneck.delay_fallback = "skip")'
             )
     return use_delay, notes
 

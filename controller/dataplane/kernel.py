@@ -7,9 +7,10 @@ Layout on the bottleneck link A -> B (A, B a veth pair):
     A egress:  clsact / bn_enqueue     (offered to the queue)
     kfree_skb: bn_qdrop                (queue drops on A, per flow)
     B ingress: clsact / bn_link        (random loss on the wire, forwarded)
-    delay:     netem with a large limit on the devices after the link in
-               each direction (never on the rate limiter: its queue would
-               then hold packets in the delay line too)
+    delay:     on the devices after the link in each direction (never on
+               the rate limiter: its queue would then hold packets in the
+               delay line too): netem with a large limit where the kernel
+               has it, else cclab-delay (controller/dataplane/delayline.py)
 
 Nothing here is a shell string; every tc call is an argument list.
 """
@@ -24,9 +25,10 @@ import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from controller import bpf, system
-from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, Snapshot
+from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, Snapshot, delayline
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,22 @@ PROB_ONE = 1 << 32
 NETEM_LIMIT_PKTS = 1_000_000
 #: Ethernet header + FCS-less frame: the wire MTU of a veth frame.
 ETH_HLEN = 14
+#: what delays packets: "auto" is netem where the kernel has it, else cclab-delay
+DELAY_ELEMENTS = ("auto", "netem", delayline.ELEMENT)
+
+
+def pick_delay_element(choice: str = "auto") -> str:
+    """The element that will delay packets for `choice`; DataPlaneError says why none can."""
+    if choice not in DELAY_ELEMENTS:
+        raise DataPlaneError(f"delay element {choice!r} is not one of {', '.join(DELAY_ELEMENTS)}")
+    if choice in ("auto", "netem") and system.has_netem():
+        return "netem"
+    if choice == "netem":
+        raise DataPlaneError("delay element netem: this kernel has no netem")
+    why = delayline.missing()
+    if why:
+        raise DataPlaneError(f"delay element {delayline.ELEMENT}: {why}")
+    return delayline.ELEMENT
 
 
 def prob_threshold(p: float) -> int:
@@ -94,7 +112,14 @@ class KernelBottleneck:
     """Devices after the link in the forward direction (netem there)."""
     rev_delay_devs: tuple[str, ...] = ()
     """Devices in the reverse direction (netem there)."""
+    delay_choice: str = "auto"
+    """One of DELAY_ELEMENTS: "auto" takes netem where the kernel has it, else cclab-delay."""
     delay_applied: bool = field(default=False, init=False)
+    delay_element: str | None = field(default=None, init=False)
+    """What delays the packets once set up: "netem", "cclab-delay", or None."""
+    delay_stats: dict[str, Any] | None = field(default=None, init=False)
+    """cclab-delay's last counters (drops, lateness), kept by teardown."""
+    _delay_line: delayline.DelayLine | None = field(default=None, init=False)
     _pin: Path = field(init=False)
     _maps: dict[str, bpf.BpfMap] = field(default_factory=dict, init=False)
     _tp_fd: int = field(default=-1, init=False)
@@ -112,11 +137,12 @@ class KernelBottleneck:
         if not OBJECT.exists():
             raise DataPlaneError(f"{OBJECT} is missing; run `make build`")
         system.require_tools("tc", "bpftool")
+        element = pick_delay_element(self.delay_choice) if use_delay else None
         system.ensure_bpffs()
         try:
             self._load_bpf()
             self._seed(seed)
-            self._install_qdiscs(params, use_delay)
+            self._install_qdiscs(params, element, seed)
             self._attach()
             self.apply(params)
         except (system.SystemError_, bpf.BpfError) as exc:
@@ -151,7 +177,7 @@ class KernelBottleneck:
     def _tc(self, *args: str) -> None:
         system.run(["tc", *args])
 
-    def _install_qdiscs(self, p: LinkParams, use_delay: bool) -> None:
+    def _install_qdiscs(self, p: LinkParams, element: str | None, seed: int) -> None:
         a, b = self.egress_dev, self.ingress_dev
         for dev in (a, b):
             self._devs_touched.append(dev)
@@ -160,11 +186,21 @@ class KernelBottleneck:
             self._tc("qdisc", "replace", "dev", a, "root", "handle", "1:", "htb", "default", "1")
         self._shape("replace", p)
         self._tc("qdisc", "replace", "dev", a, "parent", "1:1", "handle", "10:", *self._queue_args(p))
-        if use_delay and (p.delay_ms > 0 or p.jitter_ms > 0):
-            for dev in self.fwd_delay_devs + self.rev_delay_devs:
-                self._devs_touched.append(dev)
+        if element is not None:
+            self._install_delay(p, element, seed)
+
+    def _install_delay(self, p: LinkParams, element: str, seed: int) -> None:
+        """The delay element on the devices after the link (the schedule may raise a delay of 0 later)."""
+        devs = self.fwd_delay_devs + self.rev_delay_devs
+        self._devs_touched.extend(devs)
+        if element == "netem":
+            for dev in devs:
                 self._tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", *self._netem_args(p))
-            self.delay_applied = True
+        else:
+            self._delay_line = delayline.DelayLine(self._pin / "delay", devs, seed)
+            self._delay_line.start(p.delay_ms, p.jitter_ms)
+        self.delay_element = element
+        self.delay_applied = True
 
     def _shape(self, verb: str, p: LinkParams) -> None:
         """Create ("replace") or retune ("change") the rate limiter on A."""
@@ -213,8 +249,11 @@ class KernelBottleneck:
         if old is not None and old.rate_bps != p.rate_bps:
             self._shape("change", p)
         if old is not None and self.delay_applied and (old.delay_ms, old.jitter_ms) != (p.delay_ms, p.jitter_ms):
-            for dev in self.fwd_delay_devs + self.rev_delay_devs:
-                self._tc("qdisc", "change", "dev", dev, "root", "handle", "1:", *self._netem_args(p))
+            if self._delay_line is not None:
+                self._delay_line.set_delay(p.delay_ms, p.jitter_ms)
+            else:
+                for dev in self.fwd_delay_devs + self.rev_delay_devs:
+                    self._tc("qdisc", "change", "dev", dev, "root", "handle", "1:", *self._netem_args(p))
         self._params = p
 
     def read(self) -> Snapshot:
@@ -236,6 +275,10 @@ class KernelBottleneck:
 
     def teardown(self) -> None:
         """Remove everything set-up made; safe to call twice and after a partial set-up."""
+        if self._delay_line is not None:
+            self._delay_line.teardown()
+            self.delay_stats = self._delay_line.final_stats
+            self._delay_line = None
         for m in self._maps.values():
             m.close()
         self._maps.clear()
@@ -249,6 +292,7 @@ class KernelBottleneck:
         self._devs_touched.clear()
         self._params = None
         self.delay_applied = False
+        self.delay_element = None
         remove_pins(self._pin)
 
 

@@ -99,6 +99,7 @@ test: deps venv build
 
 bench: deps venv build
 	$(CCLAB) bench dataplane
+	$(CCLAB) bench delay
 	$(CCLAB) bench cc
 	$(CCLAB) bench setup
 	$(CCLAB) bench controller

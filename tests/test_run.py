@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from controller import runner, spec, system
+from controller.dataplane import delayline
 from controller.metrics import binomial_interval
 from tests.conftest import CCLAB, REPO, leftovers
 
@@ -84,7 +85,10 @@ def test_random_loss_1e2_in_binomial_interval(tmp_path: Path) -> None:
     assert sum(f["random_drops"] for f in out.summary["flows"]) <= k
 
 
-@pytest.mark.skipif(system.has_netem(), reason="this kernel has netem: delay is applied, nothing to refuse")
+@pytest.mark.skipif(
+    system.has_netem() or delayline.missing() is None,
+    reason="netem or cclab-delay is here: delay is applied, nothing to refuse",
+)
 def test_delay_without_netem_is_refused_before_anything_is_built(tmp_path: Path) -> None:
     src = (REPO / "experiments" / "demo.toml").read_text().replace('delay_fallback = "skip"', "")
     bad = tmp_path / "delay.toml"

@@ -68,7 +68,7 @@ $(BUILD)/delay_steer.bpf.o: delay/steer.bpf.c delay/delay.h $(BUILD)/vmlinux.h
 $(BUILD)/cclab-delay: delay/cclab_delay.c delay/delay.h
 	@printf '  %-8s %s\n' CC $@
 	$(Q)mkdir -p $(BUILD)
-	$(Q)$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -Idelay $< -o $@
+	$(Q)$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -Idelay $< -o $@ -pthread
 
 DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* cclab-delay - a user-space delay line for kernels without netem.
  *
- * One process serves the delayed devices of one emulated link.  Per device
- * ("line"):
+ * One process serves the delayed devices of one emulated link, one thread
+ * per device ("line"): what a release sets off downstream (the receiver's
+ * stack, its ACKs, the sender's next packets) runs in the releasing
+ * thread, so the two directions of a link run on two cores.
  *
  *   dev egress --steer.bpf.c--> cap veth pair --AF_PACKET rx--> FIFO in memory
  *   FIFO head due --AF_PACKET tx, SO_MARK = DL_MARK--> dev egress --> wire
@@ -35,11 +37,13 @@
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -76,21 +80,24 @@ struct line {
 	/* counters */
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes, tx_errors;
 	uint64_t sock_drops, truncated, max_queued_pkts, max_queued_bytes;
+	uint64_t *late_hist; /* LATE_BUCKETS */
+	uint64_t late_max_ns;
+	uint64_t rng_state;
+	pthread_t thread;
+	pthread_mutex_t lock; /* held while the thread works; print_stats takes it to read */
+	uint8_t *scratch;
+	struct mmsghdr rx_msgs[BATCH];
+	struct iovec rx_iov[BATCH];
+	struct sockaddr_ll rx_addr[BATCH];
 };
 
 static struct line lines[MAX_LINES];
 static int nlines;
-static uint64_t delay_ns, jitter_ns;
-static uint64_t spin_ns = 50000; /* wake-ups measured here were 10-60 us late */
-static uint64_t rng_state;
-static uint64_t late_hist[LATE_BUCKETS];
-static uint64_t late_max_ns;
+static uint64_t delay_ns, jitter_ns; /* written by the main thread: __atomic */
+static uint64_t spin_ns = 50000;     /* wake-ups measured here were 10-60 us late */
+static uint64_t seed;
 static volatile sig_atomic_t stop;
-
-static uint8_t *scratch;
-static struct mmsghdr rx_msgs[BATCH];
-static struct iovec rx_iov[BATCH];
-static struct sockaddr_ll rx_addr[BATCH];
+static int stop_fd; /* eventfd: wakes the line threads to stop */
 
 static void die(const char *what)
 {
@@ -107,9 +114,9 @@ static uint64_t now_ns(void)
 }
 
 /* splitmix64: seeded, so a run's jitter draws repeat */
-static uint64_t rng_next(void)
+static uint64_t rng_next(struct line *l)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+	uint64_t z = (l->rng_state += 0x9e3779b97f4a7c15ULL);
 
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -118,12 +125,13 @@ static uint64_t rng_next(void)
 
 static uint64_t due_for(struct line *l, uint64_t arrival_ns)
 {
-	uint64_t due = arrival_ns + delay_ns;
+	uint64_t jitter = __atomic_load_n(&jitter_ns, __ATOMIC_RELAXED);
+	uint64_t due = arrival_ns + __atomic_load_n(&delay_ns, __ATOMIC_RELAXED);
 
-	if (jitter_ns) {
-		uint64_t draw = rng_next() % (2 * jitter_ns + 1); /* [0, 2 jitter] */
+	if (jitter) {
+		uint64_t draw = rng_next(l) % (2 * jitter + 1); /* [0, 2 jitter] */
 
-		due = due + draw >= jitter_ns ? due + draw - jitter_ns : 0;
+		due = due + draw >= jitter ? due + draw - jitter : 0;
 		if (due < arrival_ns)
 			due = arrival_ns;
 	}
@@ -223,13 +231,14 @@ static void enqueue(struct line *l, const uint8_t *pkt, uint32_t len, uint64_t a
 
 static void receive(struct line *l)
 {
+	struct mmsghdr *rx_msgs = l->rx_msgs;
 	int i, n;
 	uint64_t t;
 
 	for (;;) {
 		for (i = 0; i < BATCH; i++) {
 			rx_msgs[i].msg_hdr.msg_flags = 0;
-			rx_msgs[i].msg_hdr.msg_namelen = sizeof(rx_addr[i]);
+			rx_msgs[i].msg_hdr.msg_namelen = sizeof(l->rx_addr[i]);
 		}
 		n = recvmmsg(l->rx_fd, rx_msgs, BATCH, MSG_DONTWAIT, NULL);
 		if (n < 0) {
@@ -241,7 +250,7 @@ static void receive(struct line *l)
 		for (i = 0; i < n; i++) {
 			const struct msghdr *h = &rx_msgs[i].msg_hdr;
 
-			if (rx_addr[i].sll_pkttype == PACKET_OUTGOING)
+			if (l->rx_addr[i].sll_pkttype == PACKET_OUTGOING)
 				continue; /* the capture end's own transmissions */
 			if (h->msg_flags & MSG_TRUNC) {
 				l->truncated++;
@@ -249,20 +258,20 @@ static void receive(struct line *l)
 			}
 			l->rx_pkts++;
 			l->rx_bytes += rx_msgs[i].msg_len - VNET_HLEN;
-			enqueue(l, rx_iov[i].iov_base, rx_msgs[i].msg_len, t);
+			enqueue(l, l->rx_iov[i].iov_base, rx_msgs[i].msg_len, t);
 		}
 		if (n < BATCH)
 			return;
 	}
 }
 
-static void record_late(uint64_t late_ns)
+static void record_late(struct line *l, uint64_t late_ns)
 {
 	uint64_t us = late_ns / 1000;
 
-	late_hist[us < LATE_BUCKETS ? us : LATE_BUCKETS - 1]++;
-	if (late_ns > late_max_ns)
-		late_max_ns = late_ns;
+	l->late_hist[us < LATE_BUCKETS ? us : LATE_BUCKETS - 1]++;
+	if (late_ns > l->late_max_ns)
+		l->late_max_ns = late_ns;
 }
 
 static void dequeue(struct line *l)
@@ -309,7 +318,7 @@ static int release(struct line *l, uint64_t now)
 		for (i = 0; i < sent; i++) {
 			struct rec *r = rec_at(l, l->head);
 
-			record_late(now - r->due_ns);
+			record_late(l, now - r->due_ns);
 			l->tx_pkts++;
 			l->tx_bytes += r->len - VNET_HLEN;
 			dequeue(l);
@@ -322,13 +331,13 @@ static int release(struct line *l, uint64_t now)
 
 /* --- control and statistics ----------------------------------------------- */
 
-static uint64_t late_pct_us(uint64_t total, unsigned int pct)
+static uint64_t late_pct_us(const uint64_t *hist, uint64_t total, unsigned int pct)
 {
 	uint64_t want = (total * pct + 99) / 100, seen = 0;
 	int i;
 
 	for (i = 0; i < LATE_BUCKETS; i++) {
-		seen += late_hist[i];
+		seen += hist[i];
 		if (seen >= want && want)
 			return (uint64_t)i;
 	}
@@ -337,19 +346,31 @@ static uint64_t late_pct_us(uint64_t total, unsigned int pct)
 
 static void print_stats(void)
 {
-	uint64_t total = 0;
-	int i;
+	static uint64_t hist[LATE_BUCKETS];
+	uint64_t total = 0, max_ns = 0;
+	int i, b;
 
-	for (i = 0; i < LATE_BUCKETS; i++)
-		total += late_hist[i];
+	memset(hist, 0, sizeof(hist));
+	for (i = 0; i < nlines; i++) {
+		pthread_mutex_lock(&lines[i].lock);
+		for (b = 0; b < LATE_BUCKETS; b++)
+			hist[b] += lines[i].late_hist[b];
+		if (lines[i].late_max_ns > max_ns)
+			max_ns = lines[i].late_max_ns;
+		pthread_mutex_unlock(&lines[i].lock);
+	}
+	for (b = 0; b < LATE_BUCKETS; b++)
+		total += hist[b];
 	printf("{\"delay_ns\": %" PRIu64 ", \"jitter_ns\": %" PRIu64 ", \"late_us\": {\"n\": %" PRIu64
 	       ", \"p50\": %" PRIu64 ", \"p99\": %" PRIu64 ", \"max\": %" PRIu64 "}, \"lines\": [",
-	       delay_ns, jitter_ns, total, late_pct_us(total, 50), late_pct_us(total, 99), late_max_ns / 1000);
+	       __atomic_load_n(&delay_ns, __ATOMIC_RELAXED), __atomic_load_n(&jitter_ns, __ATOMIC_RELAXED), total,
+	       late_pct_us(hist, total, 50), late_pct_us(hist, total, 99), max_ns / 1000);
 	for (i = 0; i < nlines; i++) {
 		struct line *l = &lines[i];
 		struct tpacket_stats st;
 		socklen_t sl = sizeof(st);
 
+		pthread_mutex_lock(&l->lock);
 		if (getsockopt(l->rx_fd, SOL_PACKET, PACKET_STATISTICS, &st, &sl) == 0)
 			l->sock_drops += st.tp_drops; /* the kernel resets them on read */
 		printf("%s{\"dev\": \"%s\", \"capture\": \"%s\", \"rx_pkts\": %" PRIu64 ", \"rx_bytes\": %" PRIu64
@@ -358,6 +379,7 @@ static void print_stats(void)
 		       ", \"max_queued_pkts\": %" PRIu64 ", \"max_queued_bytes\": %" PRIu64 "}",
 		       i ? ", " : "", l->out, l->cap, l->rx_pkts, l->rx_bytes, l->tx_pkts, l->tx_bytes, l->tx_errors,
 		       l->sock_drops, l->truncated, l->queued_pkts, l->max_queued_pkts, l->max_queued_bytes);
+		pthread_mutex_unlock(&l->lock);
 	}
 	printf("]}\n");
 	fflush(stdout);
@@ -368,8 +390,8 @@ static int command(const char *cmd)
 	uint64_t d, j;
 
 	if (sscanf(cmd, "delay %" SCNu64 " %" SCNu64, &d, &j) == 2) {
-		delay_ns = d;
-		jitter_ns = j;
+		__atomic_store_n(&delay_ns, d, __ATOMIC_RELAXED);
+		__atomic_store_n(&jitter_ns, j, __ATOMIC_RELAXED);
 		return 0;
 	}
 	if (strcmp(cmd, "stats") == 0) {
@@ -478,7 +500,7 @@ static void parse(int argc, char **argv)
 		else if (c == 'p')
 			spin_ns = v;
 		else
-			rng_state = v;
+			seed = v;
 	}
 	if (optind == argc || argc - optind > MAX_LINES)
 		usage();
@@ -514,57 +536,53 @@ static void setup(void)
 		exit(1); /* the parent is already gone */
 	fcntl(STDIN_FILENO, F_SETFL, fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
 
-	scratch = malloc((size_t)BATCH * SLOT_BYTES);
-	if (!scratch)
-		die("malloc");
-	for (i = 0; i < BATCH; i++) {
-		rx_iov[i].iov_base = scratch + (size_t)i * SLOT_BYTES;
-		rx_iov[i].iov_len = SLOT_BYTES;
-		rx_msgs[i].msg_hdr.msg_iov = &rx_iov[i];
-		rx_msgs[i].msg_hdr.msg_iovlen = 1;
-		rx_msgs[i].msg_hdr.msg_name = &rx_addr[i];
-	}
+	stop_fd = eventfd(0, EFD_NONBLOCK);
+	if (stop_fd < 0)
+		die("eventfd");
 	for (i = 0; i < nlines; i++) {
 		struct line *l = &lines[i];
+		int b;
 
 		l->rx_fd = packet_socket(l->cap, 1);
 		l->tx_fd = packet_socket(l->out, 0);
 		l->size = ARENA_START_BYTES;
 		l->buf = malloc(l->size);
-		if (!l->buf)
+		l->scratch = malloc((size_t)BATCH * SLOT_BYTES);
+		l->late_hist = calloc(LATE_BUCKETS, sizeof(uint64_t));
+		if (!l->buf || !l->scratch || !l->late_hist)
 			die("malloc");
+		l->rng_state = seed + (uint64_t)i * 0xd1b54a32d192ed03ULL; /* one stream per line */
+		pthread_mutex_init(&l->lock, NULL);
+		for (b = 0; b < BATCH; b++) {
+			l->rx_iov[b].iov_base = l->scratch + (size_t)b * SLOT_BYTES;
+			l->rx_iov[b].iov_len = SLOT_BYTES;
+			l->rx_msgs[b].msg_hdr.msg_iov = &l->rx_iov[b];
+			l->rx_msgs[b].msg_hdr.msg_iovlen = 1;
+			l->rx_msgs[b].msg_hdr.msg_name = &l->rx_addr[b];
+		}
 	}
 }
 
-int main(int argc, char **argv)
+/* One line's loop: read, release what is due, sleep until the next is due. */
+static void *line_run(void *arg)
 {
-	struct pollfd fds[MAX_LINES + 1];
-	sigset_t none;
-	int i, busy, open_stdin = 1;
+	struct line *l = arg;
+	struct pollfd fds[2] = { { .fd = l->rx_fd, .events = POLLIN }, { .fd = stop_fd, .events = POLLIN } };
 
-	parse(argc, argv);
-	setup();
-	sigemptyset(&none);
-	printf("{\"ready\": true}\n");
-	fflush(stdout);
-	while (!stop && open_stdin) {
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		uint64_t now, next = UINT64_MAX;
 		struct timespec ts;
+		int busy;
 
-		busy = 0;
-		for (i = 0; i < nlines; i++)
-			receive(&lines[i]);
+		pthread_mutex_lock(&l->lock);
+		receive(l);
 		now = now_ns();
-		for (i = 0; i < nlines; i++) {
-			busy |= release(&lines[i], now);
-			if (lines[i].queued_pkts && rec_at(&lines[i], lines[i].head)->due_ns < next)
-				next = rec_at(&lines[i], lines[i].head)->due_ns;
-		}
-		if (busy) /* a socket pushed back: retry in 20 us */
+		busy = release(l, now);
+		if (l->queued_pkts)
+			next = rec_at(l, l->head)->due_ns;
+		pthread_mutex_unlock(&l->lock);
+		if (busy) /* the socket pushed back: retry in 20 us */
 			next = now + 20000;
-		for (i = 0; i < nlines; i++)
-			fds[i] = (struct pollfd){ .fd = lines[i].rx_fd, .events = POLLIN };
-		fds[nlines] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
 		now = now_ns();
 		if (next != UINT64_MAX && next <= now + spin_ns)
 			continue; /* due within spin_ns: do not sleep */
@@ -572,11 +590,38 @@ int main(int argc, char **argv)
 			ts.tv_sec = (time_t)((next - spin_ns - now) / NS_PER_S);
 			ts.tv_nsec = (long)((next - spin_ns - now) % NS_PER_S);
 		}
-		if (ppoll(fds, (nfds_t)nlines + 1, next == UINT64_MAX ? NULL : &ts, &none) < 0 && errno != EINTR)
+		if (ppoll(fds, 2, next == UINT64_MAX ? NULL : &ts, NULL) < 0 && errno != EINTR)
 			die("ppoll");
-		if (fds[nlines].revents)
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct pollfd in = { .fd = STDIN_FILENO, .events = POLLIN };
+	sigset_t none;
+	uint64_t one = 1;
+	int i, open_stdin = 1;
+
+	parse(argc, argv);
+	setup();
+	for (i = 0; i < nlines; i++)
+		if (pthread_create(&lines[i].thread, NULL, line_run, &lines[i])) /* signals stay blocked there */
+			die("pthread_create");
+	sigemptyset(&none);
+	printf("{\"ready\": true}\n");
+	fflush(stdout);
+	while (!stop && open_stdin) {
+		if (ppoll(&in, 1, NULL, &none) < 0 && errno != EINTR)
+			die("ppoll");
+		if (!stop && in.revents)
 			open_stdin = control();
 	}
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	if (write(stop_fd, &one, sizeof(one)) < 0)
+		die("eventfd write");
+	for (i = 0; i < nlines; i++)
+		pthread_join(lines[i].thread, NULL);
 	print_stats();
 	return 0;
 }

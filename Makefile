@@ -2,8 +2,9 @@
 #
 #   make deps     distribution packages (vm/provision.sh)
 #   make venv     .venv with cclab installed (sees the distribution's Mininet)
-#   make build    the kernel data plane (BPF), hosts/cc (algorithms, harness), and
-#                 the BMv2 program into build/p4/ when p4c-bm2-ss is on PATH
+#   make build    the kernel data plane (BPF), cclab-delay (delay/), hosts/cc
+#                 (algorithms, harness), and the BMv2 program into build/p4/
+#                 when p4c-bm2-ss is on PATH
 #   make demo     deps + venv + build, then run experiments/demo.toml
 #   make test     deps + venv + build, then the whole test suite
 #   make bench    benchmarks (figures, not pass/fail)
@@ -12,6 +13,7 @@
 # Quiet unless V=1. Tools are overridable (CLANG=clang-15 make build).
 
 CLANG   ?= clang
+CC      ?= cc
 BPFTOOL ?= bpftool
 P4C_BM2 ?= p4c-bm2-ss
 # Mininet comes from the distribution: use the system interpreter on purpose
@@ -63,6 +65,20 @@ $(BUILD)/bottleneck.bpf.o: p4/ebpf/bottleneck.bpf.c p4/ebpf/bottleneck.h $(BUILD
 	$(Q)$(CLANG) -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
 		-I$(BUILD) -Ip4/ebpf -c $< -o $@
 
+# cclab-delay (delay/): the delay line for kernels without netem, and the
+# tc program that steers packets to it.
+$(BUILD)/delay_steer.bpf.o: delay/steer.bpf.c delay/delay.h $(BUILD)/vmlinux.h
+	@printf '  %-8s %s\n' BPF $@
+	$(Q)$(CLANG) -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
+		-I$(BUILD) -Idelay -c $< -o $@
+
+$(BUILD)/cclab-delay: delay/cclab_delay.c delay/delay.h
+	@printf '  %-8s %s\n' CC $@
+	$(Q)mkdir -p $(BUILD)
+	$(Q)$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -Idelay $< -o $@ -pthread
+
+DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
+
 # The BMv2 program, when p4c is installed (P4 is optional: the kernel target
 # needs none of it; `cclab check` says what a bmv2 spec is missing).
 P4_SRC := p4/v1model/bottleneck.p4 $(wildcard p4/common/*.p4)
@@ -79,7 +95,7 @@ $(BUILD)/p4/bottleneck.p4info.txtpb: $(BUILD)/p4/bottleneck.json
 
 p4: $(if $(HAVE_P4C),$(P4_OUT))
 
-build: $(BUILD)/bottleneck.bpf.o p4
+build: $(BUILD)/bottleneck.bpf.o $(DELAY_OUT) p4
 	$(Q)$(MAKE) --no-print-directory -C hosts/cc
 
 demo: deps venv build
@@ -90,6 +106,7 @@ test: deps venv build
 
 bench: deps venv build
 	$(CCLAB) bench dataplane
+	$(CCLAB) bench delay
 	$(CCLAB) bench cc
 	$(CCLAB) bench setup
 	$(CCLAB) bench controller

@@ -2,8 +2,9 @@
 
 It removes Mininet host shells (and with them their namespaces and the
 processes inside), iperf3 processes, cclab's BMv2 switches (and their
-sockets and pidfiles under /run/cclab), the dumbbell's switch bridges and
-veth ports, cclab's pinned BPF objects, and cclab's registered algorithms.  It
+sockets and pidfiles under /run/cclab), cclab-delay processes and their
+capture veth pairs, the dumbbell's switch bridges and veth ports, cclab's
+pinned BPF objects, and cclab's registered algorithms.  It
 never touches a network device or process that cclab's naming does not match.
 """
 
@@ -17,14 +18,16 @@ import time
 from pathlib import Path
 
 from controller import cc, system
+from controller.dataplane import delayline
 from controller.dataplane.kernel import remove_pins
 
 log = logging.getLogger(__name__)
 
-#: Mininet names switch ports s<N>-eth<M> and hosts h<N>/r<N>; the bridges are s<N>;
+#: Mininet names switch ports <switch>-eth<M>: cclab's switches are s<N>, and each link's delay node and
+#: BMv2 node are d<link> and p<link> (link ids start with l); the bridges are s<N> and d<link>;
 #: benchmarks make cclab-bench<N>.
-PORT = re.compile(r"^(s\d+-eth\d+|cclab-bench\d+)$")
-BRIDGE = re.compile(r"^s\d+$")
+PORT = re.compile(r"^((s\d+|dl\w*|pl\w*)-eth\d+|cclab-bench\d+)$")
+BRIDGE = re.compile(r"^(s\d+|dl\w*)$")
 
 
 def _procs() -> list[tuple[int, list[str]]]:
@@ -44,7 +47,7 @@ def _is_ours(argv: list[str]) -> bool:
     if not argv:
         return False
     exe = os.path.basename(argv[0])
-    if exe == "iperf3":
+    if exe in ("iperf3", delayline.ELEMENT):
         return True
     # BMv2 switches of mininet/p4switch.py: P4Runtime on a socket under /run/cclab
     if exe == "simple_switch_grpc" and any(a.startswith(f"unix:{system.RUN_STATE}/bmv2-") for a in argv):
@@ -69,7 +72,7 @@ def kill_processes() -> list[str]:
 def remove_links() -> list[str]:
     removed = []
     for dev in sorted(os.listdir("/sys/class/net")):
-        if PORT.match(dev):
+        if PORT.match(dev) or delayline.CAPTURE_DEV.match(dev):
             system.run(["ip", "link", "del", dev], check=False)
             removed.append(f"link {dev}")
     for dev in sorted(os.listdir("/sys/class/net")):

@@ -254,6 +254,27 @@ def _cmd_bench_cc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_delay(args: argparse.Namespace) -> int:
+    res = bench.delay(seconds=args.seconds, progress=lambda m: err.print(f"bench delay: {m}", highlight=False))
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    for p in res["points"]:
+        owd, late = p["one_way_ms"], p["element_late_us"] or {}
+        out.print(
+            f"  {p['rate_bps'] / 1e6:6.0f} Mbit/s -> {p['achieved_bps'] / 1e6:7.1f} (error {p['error']:.2%}); "
+            f"one-way p50/p90/max {owd['p50']:.3f}/{owd['p90']:.3f}/{owd['max']:.3f} ms "
+            f"(spec {res['one_way_delay_ms']:g}); element late p50/p99 {late.get('p50')}/{late.get('p99')} us, "
+            f"drops {p['element_drops']}"
+        )
+    m = res["max_accurate_rate_bps"]
+    out.print(
+        f"{res['delay_element']}: highest rate with the one-way delay within {res['one_way_error_max_ms']:g} ms "
+        f"of {res['one_way_delay_ms']:g} ms: {'-' if m is None else f'{m / 1e6:g} Mbit/s'}"
+    )
+    return 0
+
+
 def _cmd_bench_setup(args: argparse.Namespace) -> int:
     shapes = (("dumbbell", args.pairs), ("parking_lot", args.cross)) if args.topology == "all" else None
     results = []
@@ -395,6 +416,11 @@ def parser() -> argparse.ArgumentParser:
     bc.add_argument("--seconds", type=float, default=3.0, help="seconds per run (default 3)")
     bc.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     bc.set_defaults(func=_cmd_bench_cc)
+
+    bl = bsub.add_parser("delay", help="the delay element's accuracy under load and its ceiling (40 ms each way)")
+    bl.add_argument("--json", action="store_true", help="print one JSON line")
+    bl.add_argument("--seconds", type=float, default=8.0, help="seconds per rate (default 8)")
+    bl.set_defaults(func=_cmd_bench_delay)
 
     bs = bsub.add_parser("setup", help="seconds to set up and tear down a network with its emulated links")
     bs.add_argument("--json", action="store_true", help="print one JSON line per network")

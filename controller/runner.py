@@ -22,9 +22,8 @@ from typing import Any
 
 from controller import cc, results, summary, system
 from controller.ccstate import CcStateReader
-from controller.dataplane import DataPlaneError, FlowKey
+from controller.dataplane import DataPlaneError, FlowKey, delay
 from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
-from controller.dataplane.delay import LinkDelay
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredFlow, MonitoredLink
 from controller.network import EmulatedLink, Graph, Link, LinkSpec, subnet
@@ -123,8 +122,8 @@ def dataplane_missing(dataplane: str) -> str | None:
 # --- checks before anything is built -------------------------------------------
 
 
-def preflight(spec: Spec, opts: RunOptions) -> tuple[bool, list[str]]:
-    """Raise RunError for what cannot run; return (use_delay, notes)."""
+def preflight(spec: Spec, opts: RunOptions) -> tuple[str | None, list[str]]:
+    """Raise RunError for what cannot run; return (the delay element, None for no delay; notes)."""
     notes: list[str] = []
     missing = dataplane_missing(spec.dataplane)
     if missing:
@@ -139,20 +138,21 @@ def preflight(spec: Spec, opts: RunOptions) -> tuple[bool, list[str]]:
     except ImportError:
         raise RunError("Mininet is not importable from this Python; run `make deps` and use .venv/bin/cclab") from None
     cc.check_available(spec.algos)
-    use_delay = False
+    element = None
     if spec.wants_delay:
         delays = sorted({lk.spec.delay_ms for lk in spec.graph.links if lk.spec.has_delay})
         shown = ", ".join(f"{d:g}" for d in delays)
-        if system.has_netem():
-            use_delay = True
-        elif spec.delay_fallback == "skip" or opts.allow_no_delay:
-            notes.append(f"delay_ms = {shown} not applied: this kernel has no netem (run it in the lab VM)")
-        else:
-            raise RunError(
-                f"delay_ms = {shown} needs netem, which this kernel lacks; run it in the lab VM, "
-                'or pass --allow-no-delay (or set bottleneck.delay_fallback = "skip") to run without delay'
-            )
-    return use_delay, notes
+        try:
+            element = delay.pick_element(spec.delay_element)
+        except DataPlaneError as exc:
+            if spec.delay_fallback == "skip" or opts.allow_no_delay:
+                notes.append(f"delay_ms = {shown} not applied: {exc}")
+            else:
+                raise RunError(
+                    f"delay_ms = {shown} cannot be applied: {exc}; run it in the lab VM, or pass --allow-no-delay "
+                    '(or set bottleneck.delay_fallback = "skip") to run without delay'
+                ) from None
+    return element, notes
 
 
 @contextlib.contextmanager
@@ -285,7 +285,8 @@ Traffic = IperfFlow | UdpOnOffFlow
 class _Experiment:
     spec: Spec
     opts: RunOptions
-    use_delay: bool
+    delay_element: str | None
+    """netem or cclab-delay for the links with a delay; None: no delay applied"""
     notes: list[str]
     run_dir: Path
     teardowns: list[Callable[[], None]] = field(default_factory=list)
@@ -294,7 +295,7 @@ class _Experiment:
     paths: dict[str, _Path] = field(default_factory=dict)
     dps: dict[str, Dataplane] = field(default_factory=dict)
     """emulated link id -> its data plane"""
-    delays: dict[str, LinkDelay] = field(default_factory=dict)
+    delays: dict[str, delay.LinkDelay] = field(default_factory=dict)
     """link id -> its delay element"""
     rate_now: dict[str, float] = field(default_factory=dict)
     monitor: Monitor | None = None
@@ -323,8 +324,10 @@ class _Experiment:
         net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
         self.teardowns.append(net.stop)
         net.start()
+        # ARP is static: the P4 program forwards IPv4 only, and on every target an ARP request dropped by a
+        # full emulated queue would hold a flow's first packets back for a second (the ARP retry time)
+        net.staticArp()
         if bmv2:
-            net.staticArp()  # the P4 program forwards IPv4 only
             node.checksum_offload_off(net.hosts)
         bufs = socket_buffer_bytes(self.spec)
         for h in net.hosts:
@@ -371,7 +374,7 @@ class _Experiment:
             dp.setup(params, seed=self.spec.seed + len(self.dps), use_delay=False)
             self.rate_now[e.id] = params.rate_bps
             self.dps[e.id] = dp
-        if not self.use_delay:
+        if self.delay_element is None:
             return
         for link in graph.links:
             if not link.spec.has_delay:
@@ -380,13 +383,15 @@ class _Experiment:
             nodes = mod.chain(graph, link, bmv2)
             i = nodes.index(d)
             devs = (str(_intf_towards(net, d, nodes[i + 1])), str(_intf_towards(net, d, nodes[i - 1])))
-            delay = LinkDelay(link.id, devs)
-            self.teardowns.append(delay.teardown)
+            pin = system.PIN_ROOT / f"{self.run_dir.name}-d{link.id}"
+            seed = self.spec.seed * 1_000_003 + 7919 * (len(self.delays) + 1)
+            line = delay.LinkDelay(devs, pin, self.delay_element, seed)
+            self.teardowns.append(line.teardown)
             try:
-                delay.setup(link.spec.delay_ms, link.spec.jitter_ms)
+                line.setup(link.spec.delay_ms, link.spec.jitter_ms)
             except system.SystemError_ as exc:
                 raise DataPlaneError(f"delay of link {link.id}: {exc}") from None
-            self.delays[link.id] = delay
+            self.delays[link.id] = line
 
     def start_servers(self, net: Any) -> None:
         flows_dir = self.run_dir / "iperf"
@@ -488,18 +493,18 @@ class _Experiment:
                     entry["bmv2"] = dp.describe()
             out.append(entry)
         for lid, d in self.delays.items():
-            out.append({"id": lid, "delay_element": "netem", "devices": list(d.devs), "delay_ms": d.delay_ms})
+            out.append({"id": lid, "delay_element": d.element, "devices": list(d.devs), "delay_ms": d.delay_ms})
         return out
 
 
 def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
     """Run an experiment; raise RunError/SpecError before creating anything if it cannot run."""
     opts = opts or RunOptions()
-    use_delay, notes = preflight(spec, opts)
+    element, notes = preflight(spec, opts)
     with run_lock():
         loaded = cc.load(spec.algos)
         run_dir = results.new_run_dir(spec, opts.results_root)
-        ex = _Experiment(spec, opts, use_delay, notes, run_dir)
+        ex = _Experiment(spec, opts, element, notes, run_dir)
         ex.teardowns.append(lambda: cc.unload(loaded))
         complete, reason = False, None
         goodputs: dict[str, float | None] = {}
@@ -510,10 +515,9 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                 ex.setup_dataplane(net)
                 extra = {
                     "delay_applied": bool(ex.delays),
-                    "delay_element": "netem" if ex.delays else None,
+                    "delay_element": element if ex.delays else None,
                     "hosts": ex.notes_host,
                     "links": ex.describe_links(),
-                    "netem": use_delay,
                 }
                 first = next(iter(ex.dps.values()))
                 extra["bottleneck_devices"] = [first.egress_dev, first.ingress_dev]
@@ -659,6 +663,11 @@ def _write(
             "offered_bytes",
         ],
     )
+    summ["delay_element"] = extra.get("delay_element")
+    summ["bottleneck"]["delay_element"] = extra.get("delay_element")
+    stats = {lid: d.stats for lid, d in ex.delays.items() if d.stats}
+    if stats:  # cclab-delay's own account: packets, drops, how late releases were
+        summ["delay_stats"] = stats
     if ex.opts.plots and series.link:
         from controller import plots
 

@@ -8,6 +8,7 @@ error names the field, the value given and what is allowed, in one line.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
+from controller.dataplane.delay import ELEMENTS as DELAY_ELEMENTS
 from controller.network import (
     GilbertElliott,
     Graph,
@@ -33,6 +35,7 @@ DATAPLANES = ("kernel", "bmv2", "tofino")
 TOPOLOGIES = ("dumbbell", "parking_lot", "graph")
 SHAPERS = ("htb", "tbf")
 DELAY_FALLBACKS = ("refuse", "skip")
+
 FLOW_KINDS = ("tcp", "udp_onoff")
 ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
 
@@ -59,6 +62,8 @@ KERNEL_ALGOS = (
     "dctcp",
 )
 
+#: link ids: its delay and BMv2 nodes are d<id> and p<id>, and their ports fit 15-character device names
+LINK_ID = re.compile(r"l[a-z0-9_]{0,7}")
 MAX_PAIRS = 64
 MAX_HOPS = 16
 MAX_NODES = 256
@@ -175,6 +180,8 @@ class Spec:
     """The flows, expanded (one entry per flow)."""
     delay_fallback: str = "refuse"
     """Where no delay element can run: refuse to run, or skip the delay (recorded)."""
+    delay_element: str = "auto"
+    """What delays packets: auto (netem where the kernel has it, else cclab-delay), netem or cclab-delay."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as parsed, for the manifest."""
 
@@ -386,8 +393,8 @@ def _graph_links(t: dict[str, Any], duration_s: float) -> tuple[tuple[str, ...],
             if not isinstance(e.get(end), str):
                 raise _fail(f"{where}.{end}", e.get(end), "must name a node")
         lid = e.get("id", "")
-        if not isinstance(lid, str) or (lid and not lid.isidentifier()):
-            raise _fail(f"{where}.id", lid, "must be a name of letters, digits and _")
+        if not isinstance(lid, str) or (lid and not (LINK_ID.fullmatch(lid))):
+            raise _fail(f"{where}.id", lid, "must be l followed by up to 7 letters, digits or _ (e.g. l1, lcore)")
         both = e.get("both", False)
         if not isinstance(both, bool):
             raise _fail(f"{where}.both", both, "must be true or false")
@@ -582,7 +589,18 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     _check_keys(
         raw,
         "",
-        ("name", "duration_s", "dataplane", "seed", "interval_s", "topology", "bottleneck", "links", "flows"),
+        (
+            "name",
+            "duration_s",
+            "dataplane",
+            "seed",
+            "interval_s",
+            "delay_element",
+            "topology",
+            "bottleneck",
+            "links",
+            "flows",
+        ),
     )
     name = raw.get("name", path.stem if path else "run")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
@@ -592,6 +610,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     seed = _int(raw, "seed", "", 1, 0, 2**63 - 1)
     interval = _num(raw, "interval_s", "", default=0.1, lo=0.01, hi=10.0, unit=" (s)")
     assert seed is not None and interval is not None
+    delay_element = _choice(raw, "delay_element", "", "auto", DELAY_ELEMENTS)
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)
     flows = _flows(raw, topo, duration)
@@ -609,6 +628,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         bottleneck=first,
         flows=flows,
         delay_fallback=fallback,
+        delay_element=delay_element,
         raw=raw,
     )
 

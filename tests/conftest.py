@@ -4,7 +4,6 @@ and the one-pair dumbbells the data-plane tests program (kernel target, BMv2 tar
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -15,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from controller.dataplane import FlowKey
+from controller import clean
+from controller.dataplane import FlowKey, delayline
 from controller.dataplane.bmv2 import Bmv2Bottleneck
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 
 REPO = Path(__file__).resolve().parents[1]
 CCLAB = [sys.executable, "-m", "controller.cli"]
-PORT = re.compile(r"^s\d+-eth\d+$")
+
 P4C = "p4c-bm2-ss"
 #: The P4 tools the bmv2 tests need, those missing from PATH (empty: all there).
 BMV2_MISSING = [t for t in (P4C, "simple_switch_grpc", "simple_switch_CLI") if shutil.which(t) is None]
@@ -103,16 +103,18 @@ def leftovers() -> list[str]:
             argv = [a.decode() for a in (d / "cmdline").read_bytes().split(b"\0") if a]
         except OSError:
             continue
-        if argv and (os.path.basename(argv[0]) == "iperf3" or any(a.startswith("mininet:") for a in argv)):
+        if argv and (
+            os.path.basename(argv[0]) in ("iperf3", "cclab-delay") or any(a.startswith("mininet:") for a in argv)
+        ):
             found.append(f"process {d.name} {' '.join(argv)}")
     for dev in os.listdir("/sys/class/net"):
-        if PORT.match(dev) or re.match(r"^s\d+$", dev):
+        if clean.PORT.match(dev) or clean.BRIDGE.match(dev) or delayline.CAPTURE_DEV.match(dev):
             found.append(f"device {dev}")
     pins = Path("/sys/fs/bpf/cclab")
     if pins.exists() and any(pins.iterdir()):
         found.append(f"bpf pins {sorted(p.name for p in pins.iterdir())}")
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
-    for name in ("bn_enqueue", "bn_link", "bn_qdrop"):
+    for name in ("bn_enqueue", "bn_link", "bn_qdrop", "dl_egress"):
         if f'"name":"{name}"' in out:
             found.append(f"bpf program {name}")
     return found

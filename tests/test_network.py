@@ -44,7 +44,7 @@ a = "a2"
 b = "sw1"
 delay_ms = 60
 [[topology.links]]
-id = "core"
+id = "lcore"
 a = "sw1"
 b = "sw2"
 rate_mbps = 10
@@ -97,11 +97,11 @@ def test_link_override_sets_one_bottleneck_apart() -> None:
 def test_graph_rtts_and_both_directions() -> None:
     s = _parse(GRAPH)
     g = s.graph
-    assert [e.id for e in g.emulated()] == ["core", "corer"]
+    assert [e.id for e in g.emulated()] == ["lcore", "lcorer"]
     hops = {f.id: g.path(f.src, f.dst, f.segment) for f in s.flows}
     assert g.base_rtt_ms(hops["f1"]) == 40.0
     assert g.base_rtt_ms(hops["f2"]) == 160.0, "the 60 ms access link counts twice, as the core's 20 ms"
-    assert [e.id for e in g.emulated_on(g.path("b1", "a1", 0))] == ["corer"]
+    assert [e.id for e in g.emulated_on(g.path("b1", "a1", 0))] == ["lcorer"]
     assert g.side(g.links[2], "sw2") == {"b1"}
 
 

@@ -37,6 +37,8 @@ build=(
 	gcc
 	gcc-multilib
 	libbpf-dev
+	# linux/if_packet.h and linux/virtio_net.h for cclab-delay
+	linux-libc-dev
 	llvm
 	make
 	python3-pip

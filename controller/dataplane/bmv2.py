@@ -18,8 +18,8 @@ Layout on the bottleneck link A -> B (A = the switch's bottleneck port):
               after the queue (link_loss default action holds the threshold),
               `forwarded` / `random_drops` counters, the `queue_depth`
               histogram
-    delay:    netem on the devices after the link in each direction (the
-              far-side Linux bridge's ports), as on the kernel target
+    delay:    not here: the link's delay node carries it on every target
+              (controller/dataplane/delay.py)
 
 Every counter is exact and timely: offered = forwarded + random drops +
 queue drops + what is queued, per flow and for the link, so the queue is
@@ -33,12 +33,11 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from controller import system
 from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, Snapshot
-from controller.dataplane.kernel import NETEM_LIMIT_PKTS, LinkParams
+from controller.dataplane.kernel import LinkParams
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +125,7 @@ class Bmv2Bottleneck:
     routes: tuple[Route, ...]
     flows: tuple[FlowKey, ...] = ()
     """Declared flows: counter indexes 1..n in this order."""
-    fwd_delay_devs: tuple[str, ...] = ()
-    rev_delay_devs: tuple[str, ...] = ()
-    delay_applied: bool = field(default=False, init=False)
     _params: LinkParams | None = field(default=None, init=False)
-    _devs_touched: list[str] = field(default_factory=list, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     quiescent: bool = field(default=False, init=False)
     """Whether the last read found the queue empty (the link's counters balance)."""
@@ -150,7 +145,10 @@ class Bmv2Bottleneck:
     # --- set-up ------------------------------------------------------------
 
     def setup(self, params: LinkParams, seed: int, use_delay: bool) -> None:
-        """Program routes, flows, queue, loss and delay; on failure undo and raise."""
+        """Program routes, flows, queue and loss; on failure undo and raise.  Delay is the link's delay
+        node's (controller/dataplane/delay.py): `use_delay` must be False."""
+        if use_delay:
+            raise Bmv2Error("bmv2 data plane: delay is set on the link's delay node, not on the switch")
         del seed  # BMv2's random() draws from the switch's own generator: see README (P4 targets)
         try:
             c = self.client
@@ -181,11 +179,6 @@ class Bmv2Bottleneck:
             c.write(updates)
             self._set_queue(params)
             self._set_loss(params)
-            if use_delay and (params.delay_ms > 0 or params.jitter_ms > 0):
-                for dev in self.fwd_delay_devs + self.rev_delay_devs:
-                    self._devs_touched.append(dev)
-                    system.run(["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", *_netem_args(params)])
-                self.delay_applied = True
             self._params = params
         except (DataPlaneError, system.SystemError_) as exc:
             self.teardown()
@@ -230,14 +223,11 @@ class Bmv2Bottleneck:
     # --- while running -----------------------------------------------------
 
     def apply(self, p: LinkParams) -> None:
-        """Set loss and, if changed, the queue's rate/depth and the delay; safe while traffic flows."""
+        """Set loss and, if changed, the queue's rate/depth; safe while traffic flows."""
         self._set_loss(p)
         old = self._params
         if old is None or (old.rate_bps, queue_limits(old)) != (p.rate_bps, queue_limits(p)):
             self._set_queue(p)
-        if old is not None and self.delay_applied and (old.delay_ms, old.jitter_ms) != (p.delay_ms, p.jitter_ms):
-            for dev in self.fwd_delay_devs + self.rev_delay_devs:
-                system.run(["tc", "qdisc", "change", "dev", dev, "root", "handle", "1:", *_netem_args(p)])
         self._params = p
 
     def read(self) -> Snapshot:
@@ -300,17 +290,5 @@ class Bmv2Bottleneck:
     # --- teardown ----------------------------------------------------------
 
     def teardown(self) -> None:
-        """Remove what set-up added outside the switch (netem); the switch's state goes with it."""
-        for dev in dict.fromkeys(self._devs_touched):
-            if Path(f"/sys/class/net/{dev}").exists():
-                system.run(["tc", "qdisc", "del", "dev", dev, "root"], check=False)
-        self._devs_touched.clear()
+        """Forget the parameters; the switch's state goes with the switch (Mininet stops it)."""
         self._params = None
-        self.delay_applied = False
-
-
-def _netem_args(p: LinkParams) -> list[str]:
-    args = ["netem", "limit", str(NETEM_LIMIT_PKTS), "delay", f"{p.delay_ms}ms"]
-    if p.jitter_ms > 0:
-        args.append(f"{p.jitter_ms}ms")
-    return args

@@ -7,9 +7,10 @@ Layout on the bottleneck link A -> B (A, B a veth pair):
     A egress:  clsact / bn_enqueue     (offered to the queue)
     kfree_skb: bn_qdrop                (queue drops on A, per flow)
     B ingress: clsact / bn_link        (random loss on the wire, forwarded)
-    delay:     netem with a large limit on the devices after the link in
-               each direction (never on the rate limiter: its queue would
-               then hold packets in the delay line too)
+    delay:     on the devices after the link in each direction (never on
+               the rate limiter: its queue would then hold packets in the
+               delay line too): netem with a large limit where the kernel
+               has it, else cclab-delay (controller/dataplane/delayline.py)
 
 Nothing here is a shell string; every tc call is an argument list.
 """
@@ -24,9 +25,11 @@ import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from controller import bpf, system
 from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, Snapshot
+from controller.dataplane.delay import LinkDelay, pick_element
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +39,6 @@ _CTR = struct.Struct("=8Q")
 _CONFIG = struct.Struct("=5QIIQ")
 _RNG = struct.Struct("=QQ")
 PROB_ONE = 1 << 32
-#: netem's own queue must never be the bottleneck's queue.
-NETEM_LIMIT_PKTS = 1_000_000
 #: Ethernet header + FCS-less frame: the wire MTU of a veth frame.
 ETH_HLEN = 14
 
@@ -94,7 +95,14 @@ class KernelBottleneck:
     """Devices after the link in the forward direction (netem there)."""
     rev_delay_devs: tuple[str, ...] = ()
     """Devices in the reverse direction (netem there)."""
+    delay_choice: str = "auto"
+    """One of delay.ELEMENTS: "auto" takes netem where the kernel has it, else cclab-delay."""
     delay_applied: bool = field(default=False, init=False)
+    delay_element: str | None = field(default=None, init=False)
+    """What delays the packets once set up: "netem", "cclab-delay", or None."""
+    delay_stats: dict[str, Any] | None = field(default=None, init=False)
+    """cclab-delay's last counters (drops, lateness), kept by teardown."""
+    _delay: LinkDelay | None = field(default=None, init=False)
     _pin: Path = field(init=False)
     _maps: dict[str, bpf.BpfMap] = field(default_factory=dict, init=False)
     _tp_fd: int = field(default=-1, init=False)
@@ -112,11 +120,12 @@ class KernelBottleneck:
         if not OBJECT.exists():
             raise DataPlaneError(f"{OBJECT} is missing; run `make build`")
         system.require_tools("tc", "bpftool")
+        element = pick_element(self.delay_choice) if use_delay else None
         system.ensure_bpffs()
         try:
             self._load_bpf()
             self._seed(seed)
-            self._install_qdiscs(params, use_delay)
+            self._install_qdiscs(params, element, seed)
             self._attach()
             self.apply(params)
         except (system.SystemError_, bpf.BpfError) as exc:
@@ -151,7 +160,7 @@ class KernelBottleneck:
     def _tc(self, *args: str) -> None:
         system.run(["tc", *args])
 
-    def _install_qdiscs(self, p: LinkParams, use_delay: bool) -> None:
+    def _install_qdiscs(self, p: LinkParams, element: str | None, seed: int) -> None:
         a, b = self.egress_dev, self.ingress_dev
         for dev in (a, b):
             self._devs_touched.append(dev)
@@ -160,11 +169,15 @@ class KernelBottleneck:
             self._tc("qdisc", "replace", "dev", a, "root", "handle", "1:", "htb", "default", "1")
         self._shape("replace", p)
         self._tc("qdisc", "replace", "dev", a, "parent", "1:1", "handle", "10:", *self._queue_args(p))
-        if use_delay and (p.delay_ms > 0 or p.jitter_ms > 0):
-            for dev in self.fwd_delay_devs + self.rev_delay_devs:
-                self._devs_touched.append(dev)
-                self._tc("qdisc", "replace", "dev", dev, "root", "handle", "1:", *self._netem_args(p))
-            self.delay_applied = True
+        if element is not None:
+            self._install_delay(p, element, seed)
+
+    def _install_delay(self, p: LinkParams, element: str, seed: int) -> None:
+        """The delay element on the devices after the link (the schedule may raise a delay of 0 later)."""
+        self._delay = LinkDelay(self.fwd_delay_devs + self.rev_delay_devs, self._pin / "delay", element, seed)
+        self._delay.setup(p.delay_ms, p.jitter_ms)
+        self.delay_element = element
+        self.delay_applied = True
 
     def _shape(self, verb: str, p: LinkParams) -> None:
         """Create ("replace") or retune ("change") the rate limiter on A."""
@@ -182,13 +195,6 @@ class KernelBottleneck:
         if p.queue_bytes is not None:
             return ["bfifo", "limit", str(p.queue_bytes)]
         return ["pfifo", "limit", str(p.queue_pkts or 100)]
-
-    @staticmethod
-    def _netem_args(p: LinkParams) -> list[str]:
-        args = ["netem", "limit", str(NETEM_LIMIT_PKTS), "delay", f"{p.delay_ms}ms"]
-        if p.jitter_ms > 0:
-            args.append(f"{p.jitter_ms}ms")
-        return args
 
     def _attach(self) -> None:
         progs = self._pin / "progs"
@@ -213,9 +219,13 @@ class KernelBottleneck:
         if old is not None and old.rate_bps != p.rate_bps:
             self._shape("change", p)
         if old is not None and self.delay_applied and (old.delay_ms, old.jitter_ms) != (p.delay_ms, p.jitter_ms):
-            for dev in self.fwd_delay_devs + self.rev_delay_devs:
-                self._tc("qdisc", "change", "dev", dev, "root", "handle", "1:", *self._netem_args(p))
+            assert self._delay is not None
+            self._delay.apply(p.delay_ms, p.jitter_ms)
         self._params = p
+
+    def delay_stats_now(self) -> dict[str, Any] | None:
+        """The delay element's counters while it runs (cclab-delay's; None for netem or no delay)."""
+        return self._delay.stats_now() if self._delay is not None else None
 
     def read(self) -> Snapshot:
         """All counters now: one batch read of the flow map, one of the link."""
@@ -236,6 +246,10 @@ class KernelBottleneck:
 
     def teardown(self) -> None:
         """Remove everything set-up made; safe to call twice and after a partial set-up."""
+        if self._delay is not None:
+            self._delay.teardown()
+            self.delay_stats = self._delay.stats
+            self._delay = None
         for m in self._maps.values():
             m.close()
         self._maps.clear()
@@ -249,6 +263,7 @@ class KernelBottleneck:
         self._devs_touched.clear()
         self._params = None
         self.delay_applied = False
+        self.delay_element = None
         remove_pins(self._pin)
 
 

@@ -1,0 +1,256 @@
+"""cclab-delay, the delay line for kernels without netem, on a real Mininet dumbbell.
+
+The dumbbell's kernel bottleneck with its delay forced onto cclab-delay (also
+where the kernel has netem): base RTT against the spec, the RTT samples'
+spread, order and no loss under jitter, a delay change while traffic flows,
+and nothing left behind by teardown or `cclab clean`.
+
+Run as a script, this file is the UDP probe the tests start in the hosts:
+
+    test_delay.py send SRC DST PORT COUNT SIZE RATE_BPS  -> {"sent": N}
+    test_delay.py recv ADDR PORT IDLE_S                  -> {"received": N, "reordered": K, "owd_ms": [...]}
+
+Each datagram carries its sequence number and CLOCK_MONOTONIC send time (one
+clock: the hosts share the machine), so the receiver sees one-way delays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.dataplane import DataPlaneError, delayline
+from controller.dataplane.delay import pick_element as pick_delay_element
+from controller.dataplane.kernel import KernelBottleneck, LinkParams
+
+SRC, DST, PORT = "10.0.1.1", "10.0.2.1", 5401
+PROBE = struct.Struct("=QQ")
+DELAY_MS = 40.0
+#: base RTT within this of 2 x the one-way delay (the issue's bound)
+RTT_TOLERANCE_MS = 0.5
+
+
+# --- without root ----------------------------------------------------------------
+
+
+def test_unknown_delay_element_is_named_with_the_choices() -> None:
+    with pytest.raises(DataPlaneError, match=r"'wormhole' is not one of auto, netem, cclab-delay"):
+        pick_delay_element("wormhole")
+
+
+@pytest.mark.skipif(not delayline.BINARY.exists(), reason="build/cclab-delay is not built (run `make build`)")
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--delay-ns", "-5", "a:b"], "--delay-ns -5: want a non-negative integer"),
+        (["--jitter-ns", "1ms", "a:b"], "--jitter-ns 1ms: want a non-negative integer"),
+        (["nocolon"], "nocolon: want CAPTURE:DEV (two device names)"),
+        (["a:"], "a:: want CAPTURE:DEV (two device names)"),
+    ],
+)
+def test_element_refuses_bad_arguments_in_one_line(args: list[str], says: str) -> None:
+    proc = subprocess.run([str(delayline.BINARY), *args], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"cclab-delay: {says}"], proc.stderr
+
+
+# --- on a dumbbell (root) --------------------------------------------------------
+
+
+def _leftovers() -> list[str]:
+    found = [f"device {d}" for d in os.listdir("/sys/class/net") if delayline.CAPTURE_DEV.match(d)]
+    for d in Path("/proc").iterdir():
+        try:
+            argv0 = (d / "cmdline").read_bytes().split(b"\0")[0] if d.name.isdigit() else b""
+        except OSError:
+            continue
+        if os.path.basename(argv0.decode(errors="replace")) == delayline.ELEMENT:
+            found.append(f"process {d.name}")
+    return found
+
+
+class Bed:
+    def __init__(self, net: Any, dp: KernelBottleneck) -> None:
+        self.net, self.dp = net, dp
+
+    def params(self, delay_ms: float, jitter_ms: float = 0.0) -> LinkParams:
+        return LinkParams(rate_bps=1_000_000_000, queue_pkts=1000, delay_ms=delay_ms, jitter_ms=jitter_ms)
+
+    def ping_rtts_ms(self, count: int, interval_s: float) -> list[float]:
+        proc = self.net.get("h1").popen(["ping", "-n", "-c", str(count), "-i", str(interval_s), DST], text=True)
+        out, _ = proc.communicate(timeout=60)
+        return [float(m) for m in re.findall(r"time=([\d.]+) ms", out)]
+
+    def udp(self, count: int, size: int, rate_bps: float) -> dict[str, Any]:
+        me = str(Path(__file__))
+        rx = self.net.get("r1").popen([sys.executable, me, "recv", DST, str(PORT), "1.0"], text=True)
+        assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
+        tx = self.net.get("h1").popen(
+            [sys.executable, me, "send", SRC, DST, str(PORT), str(count), str(size), str(rate_bps)], text=True
+        )
+        assert json.loads(tx.communicate(timeout=120)[0]) == {"sent": count}
+        got: dict[str, Any] = json.loads(rx.communicate(timeout=60)[0])
+        return got
+
+
+@pytest.fixture(scope="module")
+def bed() -> Iterator[Bed]:
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+
+    from controller.runner import load_topology_module
+
+    assert not _leftovers(), f"host not clean before the test: {_leftovers()}"
+    setLogLevel("error")
+    mod = load_topology_module()
+    net = Mininet(mod.Dumbbell(pairs=1), switch=mod.CclabBridge, host=mod.CclabHost, controller=None)
+    dp = KernelBottleneck(
+        "pytest-delay",
+        "s1-eth1",
+        "s2-eth1",
+        fwd_delay_devs=("s2-eth2",),
+        rev_delay_devs=("s2-eth1",),
+        delay_choice=delayline.ELEMENT,
+    )
+    bed = Bed(net, dp)
+    try:
+        net.start()
+        dp.setup(bed.params(DELAY_MS), seed=11, use_delay=True)
+        bed.ping_rtts_ms(2, 0.1)  # ARP resolved before anything is measured
+        yield bed
+    finally:
+        dp.teardown()
+        net.stop()
+    assert not _leftovers(), f"left behind by teardown: {_leftovers()}"
+
+
+@pytest.mark.root
+def test_base_rtt_within_half_a_millisecond_of_the_spec(bed: Bed) -> None:
+    assert bed.dp.delay_element == delayline.ELEMENT
+    rtts = bed.ping_rtts_ms(100, 0.02)
+    assert len(rtts) == 100, f"{100 - len(rtts)} pings lost"
+    want = 2 * DELAY_MS
+    base, p50 = min(rtts), statistics.median(rtts)
+    spread = f"min {base:.3f}, p50 {p50:.3f}, max {max(rtts):.3f}, stdev {statistics.stdev(rtts):.3f} ms"
+    assert want <= base <= want + RTT_TOLERANCE_MS, f"base RTT against {want} ms: {spread}"
+    assert p50 <= want + RTT_TOLERANCE_MS, f"median RTT against {want} ms: {spread}"
+
+
+@pytest.mark.root
+def test_jitter_keeps_order_and_drops_nothing(bed: Bed) -> None:
+    """100 Mbit/s of datagrams 0.08 ms apart, jitter 5 ms: every one arrives, in order, within the bounds."""
+    delay_ms, jitter_ms, count = 10.0, 5.0, 20_000
+    bed.dp.apply(bed.params(delay_ms, jitter_ms))
+    try:
+        got = bed.udp(count, 1000, 100e6)
+    finally:
+        bed.dp.apply(bed.params(DELAY_MS))
+    assert got["received"] == count, f"{count - got['received']} of {count} datagrams lost"
+    assert got["reordered"] == 0, f"{got['reordered']} datagrams arrived out of order"
+    owd = got["owd_ms"]
+    assert delay_ms - jitter_ms <= owd["min"] and owd["p50"] <= delay_ms + jitter_ms + RTT_TOLERANCE_MS, owd
+    _assert_no_drops(bed)
+
+
+@pytest.mark.root
+def test_jitter_spreads_sparse_packets_uniformly(bed: Bed) -> None:
+    """Datagrams 5 ms apart, jitter 2 ms (no packet waits for another): delays spread over [8, 12] ms."""
+    delay_ms, jitter_ms, count = 10.0, 2.0, 600
+    bed.dp.apply(bed.params(delay_ms, jitter_ms))
+    try:
+        got = bed.udp(count, 1000, 1000 * 8 / 0.005)
+    finally:
+        bed.dp.apply(bed.params(DELAY_MS))
+    owd = got["owd_ms"]
+    assert got["received"] == count and got["reordered"] == 0, got
+    # uniform on [8, 12] ms has p10 = 8.4 and p90 = 11.6; the wire adds some 0.1 ms
+    assert delay_ms - jitter_ms <= owd["min"] and owd["p10"] <= delay_ms - jitter_ms / 2, owd
+    assert delay_ms + jitter_ms / 2 <= owd["p90"] <= delay_ms + jitter_ms + RTT_TOLERANCE_MS, owd
+
+
+def _assert_no_drops(bed: Bed) -> None:
+    stats = bed.dp.delay_stats_now()
+    assert stats is not None, "cclab-delay is not running"
+    lines = stats["lines"]
+    assert all(ln["socket_drops"] == 0 and ln["tx_errors"] == 0 and ln["truncated"] == 0 for ln in lines), lines
+
+
+@pytest.mark.root
+def test_delay_change_while_running(bed: Bed) -> None:
+    bed.dp.apply(bed.params(5.0))
+    try:
+        rtts = bed.ping_rtts_ms(20, 0.05)[5:]  # those sent after the old delay drained
+    finally:
+        bed.dp.apply(bed.params(DELAY_MS))
+    p50 = statistics.median(rtts)
+    assert 10.0 <= p50 <= 10.0 + RTT_TOLERANCE_MS, f"median RTT {p50:.3f} ms after the change to 5 ms one way"
+
+
+# --- the probe ---------------------------------------------------------------------
+
+
+def _send(src: str, dst: str, port: int, count: int, size: int, rate_bps: float) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((src, 0))
+    pad = b"\0" * max(0, size - PROBE.size)
+    gap_ns = int(size * 8 / rate_bps * 1e9)
+    t0 = time.monotonic_ns()
+    for i in range(count):
+        due = t0 + i * gap_ns
+        ahead_ns = due - time.monotonic_ns()
+        if ahead_ns > 300_000:  # sleep through long gaps: a spinning probe would take a core from what it measures
+            time.sleep((ahead_ns - 200_000) / 1e9)
+        while time.monotonic_ns() < due:
+            pass
+        s.sendto(PROBE.pack(i, time.monotonic_ns()) + pad, (dst, port))
+    print(json.dumps({"sent": count}), flush=True)
+
+
+def _recv(addr: str, port: int, idle_s: float) -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+    s.bind((addr, port))
+    print("ready", flush=True)
+    s.settimeout(30.0)
+    n = reordered = 0
+    last = -1
+    owd_ns: list[int] = []
+    while True:
+        try:
+            data = s.recv(65536)
+        except TimeoutError:
+            break
+        now = time.monotonic_ns()
+        seq, sent_ns = PROBE.unpack_from(data)
+        n += 1
+        reordered += seq < last
+        last = max(last, seq)
+        owd_ns.append(now - sent_ns)
+        s.settimeout(idle_s)
+    owd_ns.sort()
+
+    def pct(p: int) -> float:
+        return round(owd_ns[min(len(owd_ns) - 1, len(owd_ns) * p // 100)] / 1e6, 3) if owd_ns else 0.0
+
+    owd = {"min": pct(0), "p10": pct(10), "p50": pct(50), "p90": pct(90), "max": pct(100)}
+    print(json.dumps({"received": n, "reordered": reordered, "owd_ms": owd}), flush=True)
+
+
+if __name__ == "__main__":
+    cmd, *a = sys.argv[1:]
+    if cmd == "send":
+        _send(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), float(a[5]))
+    else:
+        _recv(a[0], int(a[1]), float(a[2]))

@@ -52,6 +52,25 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 _BMV2_OUTCOMES: dict[str, str] = {}
 
 
+def lab_vm_missing() -> str | None:
+    """Why the qemu lab VM cannot run a test here, or None."""
+    from controller import vm
+
+    if os.geteuid() != 0:
+        return "needs root (qemu with 9p shares, the VM's image cache)"
+    if shutil.which(vm.QEMU) is None:
+        return f"{vm.QEMU} is not installed (make vm installs it)"
+    try:
+        img = vm.image()
+    except vm.VmError as exc:
+        return str(exc)
+    if not img.complete():
+        return f"the lab VM image is not built ({img.dir}); run `make vm`"
+    if not (REPO / "build" / "bottleneck.bpf.o").exists():
+        return "build/bottleneck.bpf.o is not built; run `make build`"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = missing_capability()
     if reason is None:

@@ -11,8 +11,6 @@ Needs root, qemu and the image (`make vm`); skips with the reason otherwise.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 import pytest
 
 from controller import vm
-from tests.conftest import CCLAB, REPO
+from tests.conftest import CCLAB, REPO, lab_vm_missing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -34,21 +32,12 @@ SUITE_TIMEOUT_S = 900.0
 
 
 def _missing() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (qemu with 9p shares, the VM's image cache)"
-    if shutil.which(vm.QEMU) is None:
-        return f"{vm.QEMU} is not installed (make vm installs it)"
-    try:
-        img = vm.image()
-    except vm.VmError as exc:
-        return str(exc)
-    if not img.complete():
-        return f"the lab VM image is not built ({img.dir}); run `make vm`"
+    why = lab_vm_missing()
+    if why:
+        return why
     for algo in CCLAB_ALGOS:
         if not (REPO / "hosts" / "cc" / "build" / "kmod" / f"tcp_{algo}.ko").exists():
             return "the .ko modules are not built; run `make -C hosts/cc kmod`"
-    if not (REPO / "build" / "bottleneck.bpf.o").exists():
-        return "build/bottleneck.bpf.o is not built; run `make build`"
     return None
 
 

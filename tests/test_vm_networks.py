@@ -6,14 +6,11 @@ Needs root, qemu and the image (`make vm`); skips with the reason otherwise.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 
 import pytest
 
-from controller import vm
-from tests.conftest import CCLAB, REPO
+from tests.conftest import CCLAB, REPO, lab_vm_missing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -21,26 +18,10 @@ RTT_TOL_MS = 2.0
 OUT = REPO / "build" / "vm-test" / "results-networks"
 
 
-def _missing() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (qemu with 9p shares, the VM's image cache)"
-    if shutil.which(vm.QEMU) is None:
-        return f"{vm.QEMU} is not installed (make vm installs it)"
-    try:
-        img = vm.image()
-    except vm.VmError as exc:
-        return str(exc)
-    if not img.complete():
-        return f"the lab VM image is not built ({img.dir}); run `make vm`"
-    if not (REPO / "build" / "bottleneck.bpf.o").exists():
-        return "build/bottleneck.bpf.o is not built; run `make build`"
-    return None
-
-
 def test_rtt_fairness_80_vs_240_ms_in_the_lab_vm() -> None:
     """experiments/rtt_fairness.toml: two reno flows, access delays 40 and 120 ms one way; each flow's minimum
     RTT lands within 2 ms of its spec base RTT (80, 240 ms), and the 80 ms flow takes the larger share."""
-    why = _missing()
+    why = lab_vm_missing()
     if why:
         pytest.skip(why)
     OUT.mkdir(parents=True, exist_ok=True)

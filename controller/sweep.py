@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomli_w
 
 from controller import results, spec
 from controller.spec import SpecError
@@ -294,6 +293,9 @@ def prepare(sw: Sweep, sweep_dir: Path) -> None:
         return
     if sweep_dir.exists() and any(sweep_dir.iterdir()):
         raise SweepError(f"{sweep_dir} exists and is not a sweep directory; give a new directory with --dir")
+    # imported here: the lab VM's guest runs `cclab run` with Debian's Python, which has no tomli_w
+    import tomli_w
+
     points_dir.mkdir(parents=True, exist_ok=True)
     (sweep_dir / "runs").mkdir(exist_ok=True)
     for pt in sw.points:

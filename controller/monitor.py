@@ -167,7 +167,6 @@ class Monitor:
         self._thread = threading.Thread(target=self._loop, name="cclab-monitor", daemon=True)
         self._t0 = 0.0
         self._cpu0 = (0, 0)
-        self._by_key = {f.key: f for f in flows}
         # per link: (flow index, flow, whether the link is the last on the flow's path)
         self._on_link = [
             [(i, f, f.links[-1] == lk.id) for i, f in enumerate(flows) if lk.id in f.links] for lk in links

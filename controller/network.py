@@ -27,8 +27,6 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-#: the kinds of node a graph has
-HOST, SWITCH = "host", "switch"
 #: address group per host-name prefix: senders 10.S.1.n, receivers 10.S.2.n, others 10.S.3.n
 ADDRESS_GROUPS = {"h": 1, "r": 2}
 OTHER_GROUP = 3
@@ -249,10 +247,6 @@ class Graph:
     def shared_segments(self, a: str, b: str) -> list[int]:
         return sorted(set(self.host_segments(a)) & set(self.host_segments(b)))
 
-    def intf_index(self, node: str, link: Link) -> int:
-        """Mininet's interface number of `node` on `link` (links are added in graph order)."""
-        return [lk for _peer, lk in self._adj[node]].index(link)
-
     def path(self, src: str, dst: str, segment: int) -> list[tuple[Link, str, str]]:
         """The links from src to dst inside one segment, each as (link, from_node, to_node)."""
         prev: dict[str, tuple[str, Link] | None] = {src: None}
@@ -327,7 +321,7 @@ def dumbbell(pairs: int, bottleneck: LinkSpec, access: dict[str, float] | None =
     links = [Link("l1", "s1", "s2", bottleneck)]
     links += _access([(f"h{i}", "s1") for i in range(1, pairs + 1)], access)
     links += _access([(f"r{i}", "s2") for i in range(1, pairs + 1)], access)
-    return Graph(_interleave(hosts, pairs), ("s1", "s2"), tuple(_renumber(links)), kind="dumbbell")
+    return Graph(_interleave(hosts, pairs), ("s1", "s2"), tuple(renumber(links)), kind="dumbbell")
 
 
 def parking_lot(hops: int, bottleneck: LinkSpec, access: dict[str, float] | None = None, cross: int = 1) -> Graph:
@@ -342,7 +336,7 @@ def parking_lot(hops: int, bottleneck: LinkSpec, access: dict[str, float] | None
             attach += [(f"h{n}", f"s{i}"), (f"r{n}", f"s{i + 1}")]
     links += _access(attach, access)
     hosts = tuple(h for h, _s in attach)
-    return Graph(hosts, switches, tuple(_renumber(links)), kind="parking_lot")
+    return Graph(hosts, switches, tuple(renumber(links)), kind="parking_lot")
 
 
 def _access(attach: list[tuple[str, str]], access: dict[str, float] | None) -> list[Link]:
@@ -350,7 +344,7 @@ def _access(attach: list[tuple[str, str]], access: dict[str, float] | None) -> l
     return [Link("", h, s, LinkSpec(delay_ms=delays.get(h, 0.0))) for h, s in attach]
 
 
-def _renumber(links: list[Link]) -> list[Link]:
+def renumber(links: list[Link]) -> list[Link]:
     """Give unnamed links the next free l<n> after the named ones."""
     used = {lk.id for lk in links if lk.id}
     n, out = 0, []

@@ -29,6 +29,7 @@ from controller.network import (
     ScheduleStep,
     dumbbell,
     parking_lot,
+    renumber,
 )
 
 DATAPLANES = ("kernel", "bmv2", "tofino")
@@ -418,9 +419,7 @@ def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpe
             if "links" in raw:
                 raise _fail("links", raw["links"], "[links.<id>] overrides a preset's links; give graph links here")
             hosts, switches, links = _graph_links(t, duration_s)
-            from controller.network import _renumber
-
-            graph = Graph(hosts, switches, tuple(_renumber(list(links))))
+            graph = Graph(hosts, switches, tuple(renumber(list(links))))
             emulated = graph.emulated()
             if not emulated:
                 raise _fail("topology.links", "no rate_mbps", "at least one link must be emulated (rate_mbps)")

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller import cc, runner, spec, system
+from controller import cc, spec, system
+from controller.experiment import build, runner, topology
 from hosts import traffic
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ BMV2_RATES_MBPS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 300, 500, 
 #: "unshaped": a rate no veth path here reaches, so the shaper never holds back
 CEILING_MBPS = 100_000
 TARGETS = ("kernel", "bmv2")
-#: the one-pair dumbbell's addresses (controller/network.py)
+#: the one-pair dumbbell's addresses (controller/network/graph.py)
 DUMBBELL_H1, DUMBBELL_R1 = "10.0.1.1", "10.0.2.1"
 
 
@@ -241,7 +242,7 @@ def setup_teardown(topology: str = "dumbbell", size: int = 16, repeats: int = 3)
     down: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeats):
-            ex = runner._Experiment(s, runner.RunOptions(), None, [], Path(tmp) / f"bench-setup-{i}")
+            ex = build.Experiment(s, None, [], Path(tmp) / f"bench-setup-{i}")
             t0 = time.monotonic()
             try:
                 net = ex.build_network()
@@ -283,7 +284,7 @@ def controller_polling(
 
     from controller.dataplane import FlowKey
     from controller.dataplane.kernel import KernelBottleneck, LinkParams
-    from controller.monitor import Monitor, MonitoredFlow, MonitoredLink
+    from controller.measure.monitor import Monitor, MonitoredFlow, MonitoredLink
 
     system.require_root()
     ids = [f"l{n + 1}" for n in range(links)]
@@ -430,7 +431,7 @@ def delay(
     system.require_root()
     say = progress or (lambda _m: None)
     setLogLevel("error")
-    mod = runner.load_topology_module()
+    mod = topology.load_topology_module()
     net = Mininet(mod.Dumbbell(pairs=1), switch=mod.CclabBridge, host=mod.CclabHost, controller=None)
     dp = KernelBottleneck("bench-delay", "s1-eth1", "s2-eth1", fwd_delay_devs=("s2-eth2",), rev_delay_devs=("s2-eth1",))
     probe = system.REPO / "tests" / "test_delay.py"

@@ -1,6 +1,6 @@
 """cclab topologies and nodes for Mininet (Linux-bridge switches, no OVS needed).
 
-Every network is a graph of hosts, switches and links (controller/network.py);
+Every network is a graph of hosts, switches and links (controller/network/);
 the presets expand into one, and `GraphTopo` builds any graph:
 
 - a link with a delay gets a delay node d<link> (a Linux bridge) in its
@@ -39,7 +39,8 @@ REPO = Path(inspect.currentframe().f_code.co_filename).resolve().parents[1]  # t
 if str(REPO) not in sys.path:  # `mn --custom` runs from anywhere
     sys.path.insert(0, str(REPO))
 
-from controller.network import PREFIX_LEN, Graph, GraphError, Link, LinkSpec, dumbbell, parking_lot  # noqa: E402
+from controller.network import PREFIX_LEN, Graph, GraphError, Link, LinkSpec  # noqa: E402
+from controller.network.presets import dumbbell, parking_lot  # noqa: E402
 
 #: Offloads off: loss and queueing must act on wire-size packets (with GSO on,
 #: tc sees 64 KB super-packets).

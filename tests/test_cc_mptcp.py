@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from controller import cc, system
-from controller.ccstate import CcStateReader
+from controller.measure.ccstate import CcStateReader
 from hosts.tcpinfo import TcpInfoSampler
 
 pytestmark = pytest.mark.root

@@ -74,7 +74,7 @@ def _paths(s: spec.Spec) -> dict[str, list[str]]:
 
 
 def test_dumbbell_keeps_its_addresses_and_one_bottleneck() -> None:
-    g = network.dumbbell(3, network.LinkSpec(rate_mbps=10))
+    g = network.presets.dumbbell(3, network.LinkSpec(rate_mbps=10))
     assert [g.addresses[(h, 0)] for h in ("h1", "h3", "r1", "r3")] == ["10.0.1.1", "10.0.1.3", "10.0.2.1", "10.0.2.3"]
     assert [e.id for e in g.emulated()] == ["l1"]
     assert [e.id for e in g.emulated_on(g.path("h2", "r2", 0))] == ["l1"]

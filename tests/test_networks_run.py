@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from controller import runner, spec
+from controller import spec
+from controller.experiment import preflight, runner
 from controller.spec import tomllib
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 QUEUE_PKTS = 50
-BMV2_MISSING = [t for t in ("p4c-bm2-ss", *runner.BMV2_TOOLS) if shutil.which(t) is None]
+BMV2_MISSING = [t for t in ("p4c-bm2-ss", *preflight.BMV2_TOOLS) if shutil.which(t) is None]
 
 
 def _run(text: str, tmp_path: Path) -> tuple[Path, dict[str, Any]]:

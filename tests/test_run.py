@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from controller import runner, spec, system
-from controller.metrics import binomial_interval
+from controller import spec, system
+from controller.experiment import runner
+from controller.measure.metrics import binomial_interval
 from tests.conftest import CCLAB, REPO, leftovers
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_host")]

@@ -35,7 +35,7 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, Raw
 
 from controller.dataplane import COUNTER_FIELDS, FlowCounters, FlowKey, Snapshot
-from controller.metrics import binomial_interval
+from controller.measure.metrics import binomial_interval
 from tests.conformance.conftest import (
     BASE,
     DECLARED,

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from controller.ccstate import CcStateReader, ExportKey
 from controller.dataplane import FlowCounters, FlowKey, Snapshot
-from controller.metrics import jain, rate_bps
+from controller.measure.ccstate import CcStateReader, ExportKey
+from controller.measure.metrics import jain, rate_bps
 from controller.spec import CCLAB_ALGOS
 from hosts.tcpinfo import TcpInfoSampler, TcpSample
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.dataplane import FlowCounters
-from controller.metrics import binomial_interval, jain
-from controller.monitor import MonitoredFlow, Series
+from controller.measure.metrics import binomial_interval, jain
+from controller.measure.monitor import MonitoredFlow, Series
 from controller.network import LinkSpec
 from controller.spec import Spec
 

@@ -25,7 +25,7 @@ from controller.measure.monitor import Monitor, MonitoredFlow
 from controller.network import EmulatedLink, Graph, Link, LinkSpec, subnet
 from controller.spec import Flow, Spec
 from hosts.tcpinfo import TcpInfoSampler
-from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, UdpOnOffFlow
+from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, MptcpFlow, UdpOnOffFlow
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +53,17 @@ def link_params(
 
 
 def socket_buffer_bytes(spec: Spec) -> int:
-    """Socket buffer limit from the spec's BDP: 4x (rate x (base RTT + full queues)) of the worst flow, >= 4 MiB."""
-    g = spec.graph
-    worst = 0.0
-    for f in spec.flows:
-        hops = g.path(f.src, f.dst, f.segment)
-        em = g.emulated_on(hops)
+    """Socket buffer limit from the spec's BDP: 4x (rate x (base RTT + full queues)) of the worst flow (an mptcp
+    flow's subflows added up: one connection's buffer serves them all), >= 4 MiB."""
+    need: dict[str, float] = {}
+    for c in counted(spec.graph, spec.flows):
+        em = c.path.links
         rate = min((e.spec.rate_bps for e in em), default=0)
         if not rate:
             continue
         queues_s = sum(_queue_bytes(e.spec) * 8 / e.spec.rate_bps for e in em)
-        worst = max(worst, rate / 8 * (g.base_rtt_ms(hops) / 1000 + queues_s))
-    return max(4 << 20, int(4 * worst))
+        need[c.flow.id] = need.get(c.flow.id, 0.0) + rate / 8 * (c.path.base_rtt_ms / 1000 + queues_s)
+    return max(4 << 20, int(4 * max(need.values(), default=0.0)))
 
 
 def _queue_bytes(ls: LinkSpec) -> int:
@@ -105,18 +104,53 @@ class FlowPath:
     base_rtt_ms: float
 
 
-def flow_path(graph: Graph, f: Flow) -> FlowPath:
-    hops = graph.path(f.src, f.dst, f.segment)
+def flow_path(graph: Graph, f: Flow, segment: int | None = None) -> FlowPath:
+    """The flow's path in its segment (or in `segment`: an mptcp subflow's)."""
+    seg = f.segment if segment is None else segment
+    hops = graph.path(f.src, f.dst, seg)
     return FlowPath(
-        graph.addresses[(f.src, f.segment)],
-        graph.addresses[(f.dst, f.segment)],
+        graph.addresses[(f.src, seg)],
+        graph.addresses[(f.dst, seg)],
         tuple(graph.emulated_on(hops)),
         graph.base_rtt_ms(hops),
     )
 
 
+#: an mptcp flow numbered i: its sender's one ephemeral port, so its second subflow's source port (and with
+#: it the subflow's 5-tuple, counted at its own bottleneck) is known before the kernel opens it
+MPTCP_SUBFLOW_PORT_BASE = 50000
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What the data plane counts under one 5-tuple: a flow, or one subflow (f1.1, f1.2) of an mptcp flow."""
+
+    id: str
+    flow: Flow
+    index: int
+    """The flow's number, 1-based: it fixes the ports."""
+    path: FlowPath
+    key: FlowKey
+
+
+def counted(graph: Graph, flows: tuple[Flow, ...]) -> list[Counted]:
+    """Every counted 5-tuple of the spec's flows, in flow order."""
+    out = []
+    for i, f in enumerate(flows, 1):
+        proto = 6 if f.is_tcp else 17
+        # (id, segment, source port): the flow, or each subflow of an mptcp flow on its own path
+        parts = [(f.id, f.segment, CLIENT_PORT_BASE + i)]
+        if f.is_mptcp:
+            ports = [CLIENT_PORT_BASE + i] + [MPTCP_SUBFLOW_PORT_BASE + i] * (len(f.subflow_segments) - 1)
+            parts = [(f"{f.id}.{k}", seg, port) for k, (seg, port) in enumerate(zip(f.subflow_segments, ports), 1)]
+        for cid, seg, sport in parts:
+            p = flow_path(graph, f, seg)
+            out.append(Counted(cid, f, i, p, FlowKey(p.src_ip, p.dst_ip, sport, SERVER_PORT_BASE + i, proto)))
+    return out
+
+
 Dataplane = KernelBottleneck | Bmv2Bottleneck
-Traffic = IperfFlow | UdpOnOffFlow
+Traffic = IperfFlow | UdpOnOffFlow | MptcpFlow
 
 
 @dataclass
@@ -129,7 +163,8 @@ class Experiment:
     teardowns: list[Callable[[], None]] = field(default_factory=list)
     flows: list[Traffic] = field(default_factory=list)
     monitored: list[MonitoredFlow] = field(default_factory=list)
-    paths: dict[str, FlowPath] = field(default_factory=dict)
+    counted: list[Counted] = field(default_factory=list)
+    """every counted 5-tuple: the flows, an mptcp flow's subflows"""
     dps: dict[str, Dataplane] = field(default_factory=dict)
     """emulated link id -> its data plane"""
     delays: dict[str, delay.LinkDelay] = field(default_factory=dict)
@@ -140,11 +175,12 @@ class Experiment:
     notes_host: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.paths = {f.id: flow_path(self.spec.graph, f) for f in self.spec.flows}
+        self.counted = counted(self.spec.graph, self.spec.flows)
 
-    def flow_key(self, i: int, f: Flow) -> FlowKey:
-        p = self.paths[f.id]
-        return FlowKey(p.src_ip, p.dst_ip, CLIENT_PORT_BASE + i, SERVER_PORT_BASE + i, 6 if f.is_tcp else 17)
+    @property
+    def paths(self) -> dict[str, FlowPath]:
+        """counted id -> its path"""
+        return {c.id: c.path for c in self.counted}
 
     def build_network(self) -> Any:
         from mininet.log import setLogLevel
@@ -190,7 +226,7 @@ class Experiment:
             at = 1 if bmv2 else 0
             a = _intf_towards(net, nodes[at], nodes[at + 1])
             b = _intf_towards(net, nodes[at + 1], nodes[at])
-            keys = tuple(self.flow_key(i, f) for i, f in enumerate(self.spec.flows, 1) if e in self.paths[f.id].links)
+            keys = tuple(c.key for c in self.counted if e in c.path.links)
             dp: Dataplane
             if bmv2:
                 sw = net.get(nodes[1])
@@ -233,10 +269,14 @@ class Experiment:
     def start_servers(self, net: Any) -> None:
         flows_dir = self.run_dir / "iperf"
         flows_dir.mkdir()
+        first = {c.flow.id: c for c in reversed(self.counted)}
         for i, f in enumerate(self.spec.flows, 1):
-            p = self.paths[f.id]
+            p = first[f.id].path
             fl: Traffic
-            if f.is_tcp:
+            if f.is_mptcp:
+                self._mptcp_hosts(net, i, f)
+                fl = MptcpFlow(f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo)
+            elif f.is_tcp:
                 fl = IperfFlow(f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, bytes_total=f.bytes)
             else:
                 fl = UdpOnOffFlow(
@@ -247,10 +287,27 @@ class Experiment:
             self.flows.append(fl)
             self.teardowns.append(fl.stop)
             fl.start_server(net.get(f.dst))
-            key = self.flow_key(i, f)
-            self.monitored.append(MonitoredFlow(f.id, f.algo, key, f.src, tuple(e.id for e in p.links)))
+        for c in self.counted:
+            links = tuple(e.id for e in c.path.links)
+            self.monitored.append(MonitoredFlow(c.id, c.flow.algo, c.key, c.flow.src, links, flow=c.flow.id))
         for fl in self.flows:
             fl.wait_server()
+
+    def _mptcp_hosts(self, net: Any, i: int, f: Flow) -> None:
+        """An mptcp flow's two ends: the receiver announces its address on every other path (the sender then
+        opens one subflow to each), and the sender's one ephemeral port is the second subflow's source port."""
+        mod = load_topology_module()
+        src, dst = net.get(f.src), net.get(f.dst)
+        extra = len(f.subflow_segments) - 1
+        for host in (src, dst):
+            mod._run(host, ["sysctl", "-q", "-w", "net.mptcp.enabled=1"])
+            mod._run(host, ["ip", "mptcp", "limits", "set", "subflows", str(extra), "add_addr_accepted", str(extra)])
+        port = MPTCP_SUBFLOW_PORT_BASE + i
+        mod._run(src, ["sysctl", "-q", "-w", f"net.ipv4.ip_local_port_range={port} {port}"])
+        by_ip = {intf.IP(): intf.name for intf in dst.intfList() if intf.IP()}
+        for seg in f.subflow_segments[1:]:
+            ip = self.spec.graph.addresses[(f.dst, seg)]
+            mod._run(dst, ["ip", "mptcp", "endpoint", "add", ip, "dev", by_ip[ip], "signal"])
 
     def samplers(self, net: Any) -> dict[str, TcpInfoSampler]:
         out = {}

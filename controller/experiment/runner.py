@@ -240,6 +240,7 @@ def _write(
         [{**f, "path": " ".join(f["path"])} for f in summ["flows"]],
         [
             "id",
+            "flow",
             "kind",
             "algo",
             "src",

@@ -33,6 +33,22 @@ def parking_lot(hops: int, bottleneck: LinkSpec, access: dict[str, float] | None
     return Graph(hosts, switches, tuple(renumber(links)), kind="parking_lot")
 
 
+def multipath(background: tuple[int, int], bottleneck: LinkSpec, access: dict[str, float] | None = None) -> Graph:
+    """Two disjoint paths between h0 and r0: s1 == l1 == s2 and s3 == l2 == s4, each its own switch group
+    (subnet), h0 on s1 and s3, r0 on s2 and s4; `background` pairs per path, numbered on from 1: hn at the
+    path's first switch, rn at its last."""
+    links = [Link("l1", "s1", "s2", bottleneck), Link("l2", "s3", "s4", bottleneck)]
+    attach = [("h0", "s1"), ("h0", "s3"), ("r0", "s2"), ("r0", "s4")]
+    n = 0
+    for first, last, pairs in (("s1", "s2", background[0]), ("s3", "s4", background[1])):
+        for _ in range(pairs):
+            n += 1
+            attach += [(f"h{n}", first), (f"r{n}", last)]
+    links += _access(attach, access)
+    hosts = tuple(dict.fromkeys(h for h, _s in attach))
+    return Graph(hosts, ("s1", "s2", "s3", "s4"), tuple(renumber(links)), kind="multipath")
+
+
 def _access(attach: list[tuple[str, str]], access: dict[str, float] | None) -> list[Link]:
     delays = access or {}
     return [Link("", h, s, LinkSpec(delay_ms=delays.get(h, 0.0))) for h, s in attach]

@@ -14,11 +14,11 @@ from typing import Any
 from controller.network import Graph, LinkSpec
 
 DATAPLANES = ("kernel", "bmv2", "tofino")
-TOPOLOGIES = ("dumbbell", "parking_lot", "graph")
+TOPOLOGIES = ("dumbbell", "parking_lot", "multipath", "graph")
 SHAPERS = ("htb", "tbf")
 DELAY_FALLBACKS = ("refuse", "skip")
 
-FLOW_KINDS = ("tcp", "udp_onoff")
+FLOW_KINDS = ("tcp", "udp_onoff", "mptcp")
 ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
 
 #: Our algorithms (hosts/cc/); names never collide with in-tree ones.
@@ -83,6 +83,8 @@ class Topology:
     """Bottlenecks in a row (parking_lot)."""
     cross: int = 0
     """Cross-traffic pairs per bottleneck (parking_lot)."""
+    background: tuple[int, ...] = ()
+    """Background pairs on each of the two paths (multipath)."""
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -94,6 +96,8 @@ class Topology:
             return f"dumbbell x{self.pairs}"
         if self.kind == "parking_lot":
             return f"parking lot of {self.hops}"
+        if self.kind == "multipath":
+            return "multipath of 2"
         g = self.graph
         return f"graph of {len(g.hosts) + len(g.switches)} nodes, {len(g.emulated())} emulated links"
 
@@ -127,11 +131,18 @@ class Flow:
     on_off: str = "fixed"
     """udp_onoff: period lengths fixed or exponentially distributed (seeded)."""
     segment: int = 0
-    """The L2 segment (subnet) the flow uses between its hosts."""
+    """The L2 segment (subnet) the flow uses between its hosts (mptcp: its first subflow's)."""
+    subflow_segments: tuple[int, ...] = ()
+    """mptcp: the segment of each subflow, the first subflow's first (one path each)."""
 
     @property
     def is_tcp(self) -> bool:
-        return self.kind == "tcp"
+        """Whether the flow is TCP on the wire (its subflows are, for mptcp)."""
+        return self.kind in ("tcp", "mptcp")
+
+    @property
+    def is_mptcp(self) -> bool:
+        return self.kind == "mptcp"
 
 
 @dataclass(frozen=True)

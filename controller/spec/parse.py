@@ -251,7 +251,12 @@ def _graph_links(t: dict[str, Any], duration_s: float) -> tuple[tuple[str, ...],
 def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpec, str]:
     t = _table(raw, "topology", "")
     kind = _choice(t, "kind", "topology", "dumbbell", TOPOLOGIES)
-    preset_keys = {"dumbbell": ("pairs",), "parking_lot": ("hops", "cross"), "graph": ("hosts", "switches", "links")}
+    preset_keys = {
+        "dumbbell": ("pairs",),
+        "parking_lot": ("hops", "cross"),
+        "multipath": ("background",),
+        "graph": ("hosts", "switches", "links"),
+    }
     _check_keys(t, "topology", ("kind", "access_delay_ms", *preset_keys[kind]))
     bottleneck, fallback = _bottleneck(raw, duration_s, required=kind != "graph")
     try:
@@ -275,6 +280,11 @@ def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpe
             probe = presets.dumbbell(pairs, bottleneck)
             graph = presets.dumbbell(pairs, bottleneck, _access_delays(t, probe.hosts))
             topo = Topology(kind, _override(raw, graph, duration_s), pairs=pairs)
+        elif kind == "multipath":
+            background = _background(t)
+            probe = presets.multipath(background, bottleneck)
+            graph = presets.multipath(background, bottleneck, _access_delays(t, probe.hosts))
+            topo = Topology(kind, _override(raw, graph, duration_s), background=background)
         else:
             hops = _int(t, "hops", "topology", 3, 1, MAX_HOPS)
             cross = _int(t, "cross", "topology", 1, 1, MAX_PAIRS)
@@ -285,6 +295,15 @@ def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpe
     except GraphError as exc:
         raise SpecError(str(exc)) from None
     return topo, topo.graph.emulated()[0].spec, fallback
+
+
+def _background(t: dict[str, Any]) -> tuple[int, int]:
+    """topology.background: background pairs on path 1 and path 2 of a multipath topology."""
+    value = t.get("background", [0, 0])
+    ok = isinstance(value, list) and len(value) == 2
+    if not ok or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_PAIRS for n in value):
+        raise _fail("topology.background", value, f"must be two whole numbers from 0 to {MAX_PAIRS} (pairs per path)")
+    return (value[0], value[1])
 
 
 def _override(raw: dict[str, Any], graph: Graph, duration_s: float) -> Graph:
@@ -345,6 +364,7 @@ FLOW_KEYS = (
     "off_s",
     "on_off",
     "access_delay_ms",
+    "via",
 )
 
 
@@ -355,6 +375,8 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
     known = CCLAB_ALGOS + KERNEL_ALGOS
     hosts = topo.graph.hosts
     out: list[Flow] = []
+    mptcp_senders: set[str] = set()
+    tcp_senders: set[str] = set()
     for i, f in enumerate(entries):
         where = f"flows[{i}]"
         if not isinstance(f, dict):
@@ -370,6 +392,26 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
         shared = topo.graph.shared_segments(str(src), str(dst))
         if not shared:
             raise _fail(f"{where}.dst", dst, f"no route from {src}: the two hosts share no switch group")
+        if kind == "mptcp":
+            if len(shared) != 2:
+                raise _fail(
+                    f"{where}.kind", kind, f"needs two paths between {src} and {dst}, found {len(shared)} "
+                    '(use topology kind = "multipath", or a graph whose two hosts share two switch groups)'
+                )  # fmt: skip
+            if "via" in f:
+                raise _fail(f"{where}.via", f["via"], "an mptcp flow takes both paths")
+            if src in mptcp_senders or src in tcp_senders:
+                raise _fail(f"{where}.src", src, "already sends a tcp or mptcp flow; an mptcp sender sends only that")
+            mptcp_senders.add(str(src))
+            if f.get("count", 1) != 1:
+                raise _fail(f"{where}.count", f["count"], "must be 1 for an mptcp flow (one per sending host)")
+        elif kind == "tcp" and src in mptcp_senders:
+            # the mptcp flow's second subflow owns the host's one ephemeral port (build.py); iperf3 needs another
+            raise _fail(f"{where}.src", src, "sends an mptcp flow; give this tcp flow another sending host")
+        if kind == "tcp":
+            tcp_senders.add(str(src))
+        if kind != "mptcp" and "via" in f:
+            shared = _via(topo.graph, f["via"], shared, f"{where}.via")
         start = _num(f, "start_s", where, default=0.0, lo=0.0, hi=duration_s, unit=" (s, within the run)") or 0.0
         if start >= duration_s:
             raise _fail(f"{where}.start_s", start, f"must be < duration_s ({duration_s:g})")
@@ -380,14 +422,19 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
         count = _int(f, "count", where, 1, 1, 64)
         assert count is not None
         extra: dict[str, Any] = {}
-        if kind == "tcp":
+        if kind in ("tcp", "mptcp"):
+            if kind == "mptcp" and "bytes" in f:
+                raise _fail(f"{where}.bytes", f["bytes"], 'is for kind = "tcp" flows (mptcp sends for its duration)')
             algo = f.get("algo")
             if algo not in known:
                 raise _fail(f"{where}.algo", algo, f"unknown algorithm; known: {', '.join(known)}")
             for key in ("rate_mbps", "on_s", "off_s", "on_off"):
                 if key in f:
                     raise _fail(f"{where}.{key}", f[key], 'is for kind = "udp_onoff" flows')
-            extra["bytes"] = _int(f, "bytes", where, None, 1, 1 << 40)
+            if kind == "tcp":
+                extra["bytes"] = _int(f, "bytes", where, None, 1, 1 << 40)
+            else:
+                extra["subflow_segments"] = tuple(shared)
         else:
             if "algo" in f or "bytes" in f:
                 key = "algo" if "algo" in f else "bytes"
@@ -404,6 +451,17 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
                 Flow(f"f{len(out) + 1}", str(algo), str(src), str(dst), start, dur, kind, segment=shared[0], **extra)
             )
     return tuple(out)
+
+
+def _via(graph: Graph, via: object, shared: list[int], where: str) -> list[int]:
+    """flows[i].via: the link a flow between two multi-homed hosts must cross; picks its switch group."""
+    link = next((lk for lk in graph.links if lk.id == via), None)
+    if link is None:
+        raise _fail(where, via, f"no such link; links: {', '.join(lk.id for lk in graph.links)}")
+    seg = graph.link_segment(link)
+    if seg not in shared:
+        raise _fail(where, via, "is not on a path between the flow's hosts")
+    return [seg]
 
 
 def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]:

@@ -116,6 +116,9 @@ def flow_path(graph: Graph, f: Flow, segment: int | None = None) -> FlowPath:
     )
 
 
+#: the hosts' ephemeral ports: above every flow's client port (CLIENT_PORT_BASE + flow number) and every mptcp
+#: sender's own port (MPTCP_SUBFLOW_PORT_BASE + flow number), which a spec's few thousand flows stay below
+EPHEMERAL_PORTS = (52000, 60999)
 #: an mptcp flow numbered i: its sender's one ephemeral port, so its second subflow's source port (and with
 #: it the subflow's 5-tuple, counted at its own bottleneck) is known before the kernel opens it
 MPTCP_SUBFLOW_PORT_BASE = 50000
@@ -208,9 +211,17 @@ class Experiment:
                 ("net.ipv4.tcp_rmem", f"4096 131072 {bufs}"),
                 ("net.ipv4.tcp_wmem", f"4096 16384 {bufs}"),
                 ("net.ipv4.tcp_no_metrics_save", "1"),
+                # ephemeral ports (iperf3's control connections) above every flow's fixed client port, so that
+                # none can take one first (seen: "unable to connect stream: Address already in use")
+                ("net.ipv4.ip_local_port_range", f"{EPHEMERAL_PORTS[0]} {EPHEMERAL_PORTS[1]}"),
             ):
                 mod._run(h, ["sysctl", "-q", "-w", f"{name}={value}"])
-        self.notes_host = {"tcp_rmem_wmem_max_bytes": bufs, "tcp_no_metrics_save": 1, "mtu": MTU}
+        self.notes_host = {
+            "tcp_rmem_wmem_max_bytes": bufs,
+            "tcp_no_metrics_save": 1,
+            "mtu": MTU,
+            "ip_local_port_range": list(EPHEMERAL_PORTS),
+        }
         return net
 
     def setup_dataplane(self, net: Any) -> None:

@@ -47,6 +47,8 @@ KERNEL_ALGOS = (
 #: link ids: its delay and BMv2 nodes are d<id> and p<id>, and their ports fit 15-character device names
 LINK_ID = re.compile(r"l[a-z0-9_]{0,7}")
 MAX_PAIRS = 64
+#: flows of one spec, counted after `count` expands them (their ports: controller/experiment/build.py)
+MAX_FLOWS = 2000
 MAX_HOPS = 16
 MAX_NODES = 256
 MAX_RATE_MBPS = 100_000.0

@@ -28,6 +28,7 @@ from controller.spec.model import (
     LINK_ID,
     LINK_KEYS,
     MAX_DELAY_MS,
+    MAX_FLOWS,
     MAX_HOPS,
     MAX_NODES,
     MAX_PAIRS,
@@ -450,6 +451,8 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
             out.append(
                 Flow(f"f{len(out) + 1}", str(algo), str(src), str(dst), start, dur, kind, segment=shared[0], **extra)
             )
+    if len(out) > MAX_FLOWS:
+        raise _fail("flows", f"{len(out)} flows", f"at most {MAX_FLOWS} flows in one spec (count included)")
     return tuple(out)
 
 

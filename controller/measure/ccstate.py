@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,9 @@ class CcStateReader:
     """Reads the export maps of the cclab algorithms a run uses."""
 
     def __init__(self, algos: list[str] | tuple[str, ...]) -> None:
+        # an entry a connection of an earlier run left (same 4-tuple: cclab's ports are fixed) is older than this
+        # reader: bpf_ktime_get_ns and time.monotonic_ns are the same clock (CLOCK_MONOTONIC)
+        self.since_ns = time.monotonic_ns()
         self.maps: dict[str, list[bpf.BpfMap]] = {}
         self.extras = {a: cc.extras(a) for a in algos if a in CCLAB_ALGOS}
         for algo in self.extras:
@@ -58,7 +62,9 @@ class CcStateReader:
             for m in maps:
                 for kraw, vraw in m.items():
                     saddr, daddr, sport, dport = _KEY.unpack(kraw)
-                    _ts, bwe, rtt_min, cwnd, ssthresh, *x = _VALUE.unpack(vraw[: _VALUE.size])
+                    ts_ns, bwe, rtt_min, cwnd, ssthresh, *x = _VALUE.unpack(vraw[: _VALUE.size])
+                    if ts_ns < self.since_ns:
+                        continue
                     key = ExportKey(str(ipaddress.IPv4Address(saddr)), str(ipaddress.IPv4Address(daddr)), sport, dport)
                     row: dict[str, Any] = {
                         "bwe_bps": bwe,

@@ -162,3 +162,74 @@ def test_jain_against_flow_count_when_a_swept_array_sets_the_flows(tmp_path: Pat
     rows = [r for r in _table(d) if r["metric"] == "jain"]
     assert [(r["n_flows"], r["n"], r["mean"]) for r in rows] == [("1", "2", "1"), ("4", "2", "0.9")]
     assert [json.loads(r["flows"]) for r in rows] == [one, four]  # the swept array, as JSON in its column
+
+
+def test_ratios_are_paired_by_repetition_and_the_paper_is_beside_them(tmp_path: Path) -> None:
+    spec_file = tmp_path / "lw.toml"
+    spec_file.write_text("")  # only its path matters: the paper file sits beside it
+    (tmp_path / f"lw{report.PAPER_SUFFIX}").write_text(
+        "metric,algo,bottleneck.per,paper,paper_ref\n"
+        "flow_throughput_ratio,logwestwood/reno,0.001,2.6,Fig. 7\n"
+        "flow_throughput_mbps,reno,,1.5,Fig. 6\n"
+    )
+    raw = {
+        "name": "lw",
+        "duration_s": 2,
+        "topology": {"pairs": 1},
+        "bottleneck": {"rate_mbps": 10},
+        "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}],
+        "sweep": {"repetitions": 3, "bottleneck.per": [0, 1e-3], "flows[0].algo": ["reno", "logwestwood"]},
+    }
+    sw = sweep.from_raw(raw, spec_file)
+    d = tmp_path / "sw"
+    sweep.prepare(sw, d)
+    tput = {}
+    for pt in sw.points:
+        values = dict(pt.values)
+        run_dir = d / "runs" / pt.key / f"lw-{pt.key}-20260101T000000Z"
+        run_dir.mkdir(parents=True)
+        # logwestwood gets 2x, 3x, 4x reno's throughput in repetitions 0, 1, 2 at PER 1e-3
+        t = 1.0 + pt.rep if values["flows[0].algo"] == "reno" else (1.0 + pt.rep) * (2 + pt.rep)
+        tput[pt.key] = t
+        rundir.write_json(
+            run_dir / "summary.json", _summary(values["bottleneck.per"], [values["flows[0].algo"]], [t], 0.5)
+        )
+    sweep.write_manifest(sw, d)
+    names = {p.name for p in report.write(d)}
+    assert {"ratios.csv", "ratio-vs-bottleneck_per.png"} <= names, names
+    with (d / "report" / "ratios.csv").open() as f:
+        rows = {(r["bottleneck.per"], r["algo"]): r for r in csv.DictReader(f)}
+    r = rows[("0.001", "logwestwood/reno")]
+    assert (r["n"], float(r["mean"])) == ("3", pytest.approx(3.0))
+    assert float(r["ci95_high"]) - 3.0 == pytest.approx(T975[2] * 1.0 / math.sqrt(3), rel=1e-4)
+    assert (r["paper"], r["paper_ref"]) == ("2.6", "Fig. 7")
+    assert rows[("0", "logwestwood/reno")]["paper"] == ""
+    table = {(r["bottleneck.per"], r["metric"], r["algo"]): r for r in _table(d)}
+    assert table[("0", "flow_throughput_mbps", "reno")]["paper"] == "1.5"  # an empty cell matches every value
+    assert table[("0.001", "flow_throughput_mbps", "reno")]["paper"] == "1.5"
+    assert table[("0", "flow_throughput_mbps", "logwestwood")]["paper"] == ""
+
+
+def test_rtt_ratio_is_short_over_long_base_rtt() -> None:
+    flows = [
+        {"id": "f1", "algo": "reno", "kind": "tcp", "base_rtt_ms": 80.0, "throughput_bps": 6e6},
+        {"id": "f2", "algo": "reno", "kind": "tcp", "base_rtt_ms": 240.0, "throughput_bps": 2e6},
+        {"id": "f3", "algo": "-", "kind": "udp_onoff", "base_rtt_ms": 500.0, "throughput_bps": 1e6},
+    ]
+    assert report.rtt_short_over_long({"flows": flows}) == pytest.approx(3.0)
+    assert report.rtt_short_over_long({"flows": flows[:1]}) is None
+
+
+def test_cwnd_recoveries_time_each_reduction_back_to_its_window() -> None:
+    unset = str(0x7FFFFFFF)
+    # slow start to 100 and its exit (not timed), back to 100, a loss there recovered (to 99 >= 100 - 1) in 0.2 s,
+    # then a loss at 99 that the run ends before it recovers from
+    trace = [(0.0, 10, unset), (0.1, 100, unset), (0.2, 60, "60"), (0.3, 80, "60"), (0.4, 100, "60")]
+    trace += [(0.5, 70, "70"), (0.6, 90, "70"), (0.7, 99, "70"), (0.8, 50, "50"), (0.9, 70, "50")]
+    rows = [
+        {"t_s": str(t), "flow": "f1", "algo": "tcpwplus", "cwnd_pkts": str(w), "ssthresh_pkts": th}
+        for t, w, th in trace
+    ]
+    rows.insert(0, {"t_s": "0.0", "flow": "f1", "algo": "bbr", "cwnd_pkts": "5", "ssthresh_pkts": "5"})
+    times, unrecovered = report.cwnd_recoveries(rows, {"f1": "tcpwplus"})
+    assert times == [pytest.approx(0.2)] and unrecovered == 1

@@ -7,6 +7,13 @@ sample standard deviation and the 95 % confidence interval of the mean by
 Student's t (scipy.stats), with n, the number of complete runs.  Throughput is
 the in-network figure of summary.json (switch counters); traces come from the
 algorithms' own state (tcp_info, ccstate).
+
+Two comparisons a reproduction needs beside the means: the throughput ratio of
+every later over every earlier value of a swept algorithm field, paired by
+repetition (the same seed, so the same loss draws), in ratios.csv; and the
+paper's own numbers, read from ``<spec>.paper.csv`` beside the sweep's spec
+(columns ``metric``, ``algo``, any swept paths, ``paper``, ``paper_ref``) and
+written beside ours in table.csv, ratios.csv and the plots.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from controller import system
 from controller.experiment.sweep import MANIFEST, SweepError
 from controller.results import rundir
 from controller.results.plots import _by_flow, _read, _save, plt
@@ -39,6 +47,12 @@ RUN_METRICS = (
 )
 #: the column that names the algorithm of a per-algorithm row; run-level rows carry ALL
 ALL = "all"
+#: a window reduction whose recovery is timed ends when cwnd is back within this many packets of where it was
+RECOVERED_WITHIN_PKTS = 1
+#: tcp_info's ssthresh before the first loss (TCP_INFINITE_SSTHRESH is 0x7fffffff); anything this large is unset
+UNSET_SSTHRESH_PKTS = 1 << 30
+#: the paper's numbers: <spec stem>.paper.csv beside the spec
+PAPER_SUFFIX = ".paper.csv"
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,48 @@ def _runs(sweep_dir: Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], P
     return manifest, runs
 
 
+#: run-level figures besides RUN_METRICS that get a mean and CI per point
+EXTRA_STATS = ("rtt_short_over_long", "cwnd_recovery_s")
+
+
+def rtt_short_over_long(summary: dict[str, Any]) -> float | None:
+    """Mean throughput of the TCP flows with the smallest base RTT over that of those with the largest, or None
+    when the flows' base RTTs do not differ (RTT fairness: 1 is fair, the inverse RTT ratio is Reno-like)."""
+    tcp = [f for f in summary["flows"] if f.get("kind", "tcp") == "tcp" and f.get("base_rtt_ms") is not None]
+    rtts = sorted({f["base_rtt_ms"] for f in tcp})
+    if len(rtts) < 2:
+        return None
+    short = [f["throughput_bps"] for f in tcp if f["base_rtt_ms"] == rtts[0]]
+    long = [f["throughput_bps"] for f in tcp if f["base_rtt_ms"] == rtts[-1]]
+    return None if sum(long) == 0 else (sum(short) / len(short)) / (sum(long) / len(long))
+
+
+def cwnd_recoveries(cwnd_rows: list[dict[str, str]], algo: dict[str, str]) -> tuple[list[float], int]:
+    """Times (s) from each window reduction to cwnd back within RECOVERED_WITHIN_PKTS of its value before it, from
+    the senders' tcp_info samples; and how many reductions had not recovered by the next one or the run's end.
+
+    A reduction is a sample whose ssthresh differs from the previous sample's (the algorithm reacted to a loss)
+    with a lower cwnd.  The exit from the first slow start (ssthresh still unset) is not one: its window was
+    never the pipe's.  Samples taken before the flow's own algorithm was set are skipped."""
+    series: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    for r in cwnd_rows:
+        if r.get("flow") in algo and r.get("algo") == algo[r["flow"]] and r.get("cwnd_pkts"):
+            series[r["flow"]].append((float(r["t_s"]), float(r["cwnd_pkts"]), float(r.get("ssthresh_pkts") or "nan")))
+    done: list[float] = []
+    unrecovered = 0
+    for samples in series.values():
+        start: tuple[float, float] | None = None  # (time of the reduction, cwnd before it)
+        for (_, w0, th0), (t, w, th) in zip(samples, samples[1:]):
+            if th != th0 and w < w0:
+                unrecovered += start is not None
+                start = None if not th0 < UNSET_SSTHRESH_PKTS else (t, w0)
+            elif start is not None and w >= start[1] - RECOVERED_WITHIN_PKTS:
+                done.append(t - start[0])
+                start = None
+        unrecovered += start is not None
+    return done, unrecovered
+
+
 def _scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool))
 
@@ -125,6 +181,16 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
             v = get(s)
             row[name] = v
             if v is not None:
+                values[(pt["index"], name, ALL)].append(float(v))
+        extra = {"rtt_short_over_long": rtt_short_over_long(s)}
+        algo_of = {f["id"]: f["algo"] for f in s["flows"] if f.get("kind", "tcp") == "tcp"}
+        times, censored = cwnd_recoveries(_read(run_dir / "cwnd.csv"), algo_of)
+        extra["cwnd_recovery_s"] = float(np.median(times)) if times else None
+        extra["cwnd_recoveries"] = len(times)
+        extra["cwnd_unrecovered"] = censored
+        for name, v in extra.items():
+            row[name] = v
+            if v is not None and name in EXTRA_STATS:
                 values[(pt["index"], name, ALL)].append(float(v))
         by_algo: dict[str, list[float]] = defaultdict(list)
         for f in s["flows"]:
@@ -158,6 +224,82 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
     return paths, run_rows, stat_rows
 
 
+def ratios(manifest: dict[str, Any], run_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-flow throughput of every later over every earlier value of each swept algorithm field (a path ending in
+    ``algo``), paired by repetition and the other swept values: mean and CI of the per-repetition ratios."""
+    paths = [g["path"] for g in manifest["grid"]]
+    out = []
+    for g in manifest["grid"]:
+        if not g["path"].endswith("algo") or not all(isinstance(v, str) for v in g["values"]):
+            continue
+        others = [p for p in paths if p != g["path"]]
+        by: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)  # (other values..., rep) -> algo -> Mbit/s
+        for r in run_rows:
+            v = r.get(f"{r[g['path']]}_flow_throughput_mbps")
+            if v is not None:
+                by[tuple(r[o] for o in others) + (r["rep"],)][r[g["path"]]] = v
+        for i, lo in enumerate(g["values"]):
+            for hi in g["values"][i + 1 :]:
+                paired: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+                for key, tput in by.items():
+                    if lo in tput and hi in tput and tput[lo] > 0:
+                        paired[key[:-1]].append(tput[hi] / tput[lo])
+                for okey, vs in sorted(paired.items(), key=str):
+                    st = mean_ci(vs)
+                    out.append(
+                        {
+                            **dict(zip(others, okey)),
+                            "metric": "flow_throughput_ratio",
+                            "algo": f"{hi}/{lo}",
+                            "n": st.n,
+                            "mean": st.mean,
+                            "std": st.std,
+                            "ci95_low": st.ci_low,
+                            "ci95_high": st.ci_high,
+                        }
+                    )
+    return out
+
+
+def paper_numbers(manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """The rows of ``<spec stem>.paper.csv`` beside the sweep's spec (none when there is no such file)."""
+    spec = Path(manifest.get("spec_path") or "")
+    for base in (Path.cwd(), system.REPO):
+        path = base / spec.parent / (spec.stem + PAPER_SUFFIX)
+        if spec.name and path.exists():
+            return _read(path)
+    return []
+
+
+def _same(paper: str, ours: Any) -> bool:
+    try:
+        return float(paper) == float(ours)
+    except (TypeError, ValueError):
+        return paper == str(ours)
+
+
+def with_paper(rows: list[dict[str, Any]], paper: list[dict[str, str]], paths: list[str]) -> None:
+    """Put the paper's number(s) for each row's metric, algorithm and swept values (where the paper row gives
+    them) into its ``paper`` and ``paper_ref`` cells."""
+    for r in rows:
+        hits = [
+            p
+            for p in paper
+            if p["metric"] == r["metric"]
+            and p["algo"] == r["algo"]
+            and all(_same(p[k], r.get(k)) for k in paths if p.get(k, "") != "")
+        ]
+        r["paper"] = "; ".join(p["paper"] for p in hits)
+        r["paper_ref"] = "; ".join(p.get("paper_ref", "") for p in hits)
+
+
+def _float_or_none(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
 def _numeric(xs: list[Any]) -> bool:
     return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
 
@@ -182,7 +324,18 @@ def _plot_metric(
             [0.0 if r["ci95_high"] is None else r["ci95_high"] - r["mean"] for r in rs],
         ]
         name = ", ".join([*([] if key[0] == ALL else [str(key[0])]), *(f"{o}={v}" for o, v in zip(others, key[1:]))])
-        ax.errorbar(pos, mean, yerr=err, marker="o", capsize=3, lw=1, label=name or metric)
+        line = ax.errorbar(pos, mean, yerr=err, marker="o", capsize=3, lw=1, label=name or metric)
+        papers = [(p, v) for p, r in zip(pos, rs) if (v := _float_or_none(r.get("paper"))) is not None]
+        if papers:
+            ax.plot(
+                [p for p, _ in papers],
+                [v for _, v in papers],
+                "x",
+                ms=9,
+                mew=2,
+                color=line.lines[0].get_color(),
+                label=f"paper: {name or metric}",
+            )
     if numeric:
         positive = [v for v in xs_all if v > 0]
         if positive and max(positive) / min(positive) > 100:
@@ -234,20 +387,35 @@ def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
     if not run_rows:
         raise SweepError(f"{sweep_dir} has no complete run yet; run `cclab sweep` on its spec")
     out.mkdir(parents=True, exist_ok=True)
+    manifest, _ = _runs(sweep_dir)
+    paper = paper_numbers(manifest)
+    ratio_rows = ratios(manifest, run_rows)
     run_cols = ["point", "rep", "seed", *paths, "n_flows", "fidelity_ok", "run_dir", *(m for m, _, _ in RUN_METRICS)]
+    run_cols += ["rtt_short_over_long", "cwnd_recovery_s", "cwnd_recoveries", "cwnd_unrecovered"]
     run_cols += sorted({k for r in run_rows for k in r if k.endswith("_flow_throughput_mbps")})
     stat_cols = ["point", *paths, "n_flows", "metric", "algo", "n", "repetitions", "mean", "std", "ci95_low"]
     stat_cols += ["ci95_high", "fidelity_ok_runs"]
+    ratio_cols = [*(p for p in paths if ratio_rows and p in ratio_rows[0]), "metric", "algo", "n", "mean", "std"]
+    ratio_cols += ["ci95_low", "ci95_high"]
+    if paper:
+        with_paper(stat_rows, paper, paths)
+        with_paper(ratio_rows, paper, paths)
+        stat_cols += ["paper", "paper_ref"]
+        ratio_cols += ["paper", "paper_ref"]
     written = [out / "runs.csv", out / "table.csv"]
     rundir.write_csv(written[0], run_rows, run_cols)
     fmt = [{k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()} for r in stat_rows]
     rundir.write_csv(written[1], fmt, stat_cols)
+    if ratio_rows:
+        written.append(out / "ratios.csv")
+        fmt = [{k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()} for r in ratio_rows]
+        rundir.write_csv(written[-1], fmt, ratio_cols)
 
-    manifest, _ = _runs(sweep_dir)
     scalar = [g["path"] for g in manifest["grid"] if all(_scalar(v) for v in g["values"])]
     xs = list(scalar)
     if len(scalar) < len(paths) and len({r["n_flows"] for r in run_rows}) > 1:
         xs.append("n_flows")  # a swept table or array (e.g. the flows) sets the flow count: Jain vs flow count
+    measured = {r["metric"] for r in stat_rows}
     for x in xs:
         others = [p for p in scalar if p != x]
         slug = x.replace(".", "_").replace("[", "").replace("]", "")
@@ -256,9 +424,20 @@ def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
             ("utilization", "bottleneck utilization", "utilization", "utilization"),
             ("jain", "Jain's index", "Jain's index over all flows", "jain"),
         ]
+        optional = [
+            ("rtt_short_over_long", "throughput short-RTT / long-RTT flows", "RTT fairness", "rtt-ratio"),
+            ("cwnd_recovery_s", "median s from a window reduction back to it", "window recovery", "recovery"),
+        ]
+        plots += [p for p in optional if p[0] in measured]
         for metric, label, title, name in plots:
             path = out / f"{name}-vs-{slug}.png"
             _plot_metric(stat_rows, x, metric, others, label, title, path)
+            written.append(path)
+        if ratio_rows and x in ratio_rows[0]:
+            path = out / f"ratio-vs-{slug}.png"
+            rest = [o for o in others if o in ratio_rows[0]]
+            title = "throughput ratio, paired by repetition"
+            _plot_metric(ratio_rows, x, "flow_throughput_ratio", rest, "per-flow throughput ratio", title, path)
             written.append(path)
     written += _plot_traces(sweep_dir, manifest, out)
     log.info("report of %s: %d runs, %d files", sweep_dir, len(run_rows), len(written))

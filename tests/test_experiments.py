@@ -1,0 +1,64 @@
+"""The specs under experiments/: each parses (every sweep point validated), each reproduction is a sweep with at
+least 3 repetitions, and each paper file names metrics the report writes and fields its sweep varies."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from controller import spec
+from controller.experiment import sweep
+from controller.results import report
+from tests.conftest import REPO
+
+EXPERIMENTS = REPO / "experiments"
+SPECS = sorted(EXPERIMENTS.rglob("*.toml"))
+#: the reproductions of the papers: one directory per paper
+REPRODUCTIONS = [p for p in SPECS if p.parent != EXPERIMENTS]
+PAPER_FILES = sorted(EXPERIMENTS.rglob(f"*{report.PAPER_SUFFIX}"))
+METRICS = {m for m, _, _ in report.RUN_METRICS} | set(report.EXTRA_STATS)
+METRICS |= {"flow_throughput_mbps", "flow_throughput_ratio"}
+
+
+def _is_sweep(path: Path) -> bool:
+    return "sweep" in spec.read_raw(path)
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[str(p.relative_to(EXPERIMENTS)) for p in SPECS])
+def test_spec_parses(path: Path) -> None:
+    if _is_sweep(path):
+        sw = sweep.load(path)  # every point is validated by the spec parser
+        assert sw.points
+    else:
+        assert spec.load(path).flows
+
+
+@pytest.mark.parametrize("path", REPRODUCTIONS, ids=[str(p.relative_to(EXPERIMENTS)) for p in REPRODUCTIONS])
+def test_reproduction_is_a_sweep_with_three_repetitions(path: Path) -> None:
+    assert _is_sweep(path), f"{path} has no [sweep] table"
+    sw = sweep.load(path)
+    assert sw.repetitions >= 3, f"{path}: {sw.repetitions} repetitions"
+
+
+def test_sweep_names_are_unique() -> None:
+    """A sweep's default directory is results/sweeps/<name>: two specs of one name would share it."""
+    names = [sweep.load(p).name for p in SPECS if _is_sweep(p)]
+    assert len(names) == len(set(names)), sorted(names)
+
+
+@pytest.mark.parametrize("path", PAPER_FILES, ids=[str(p.relative_to(EXPERIMENTS)) for p in PAPER_FILES])
+def test_paper_file_matches_its_sweep(path: Path) -> None:
+    spec_path = path.with_name(path.name.removesuffix(report.PAPER_SUFFIX) + ".toml")
+    assert spec_path.exists(), f"{path} has no spec {spec_path.name} beside it"
+    sw = sweep.load(spec_path)
+    swept = {path for path, _ in sw.grid}
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows, f"{path} is empty"
+    for i, row in enumerate(rows):
+        assert row["metric"] in METRICS, f"{path} row {i}: metric {row['metric']!r}"
+        assert row["paper"] and row["paper_ref"], f"{path} row {i}: no paper number or reference"
+        fields = set(row) - {"metric", "algo", "paper", "paper_ref"}
+        assert fields <= swept, f"{path}: columns {sorted(fields - swept)} are not swept by {spec_path.name}"

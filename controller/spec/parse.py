@@ -34,6 +34,7 @@ from controller.spec.model import (
     MAX_RATE_MBPS,
     ON_OFF_DISTRIBUTIONS,
     SHAPERS,
+    SWITCHES,
     TOPOLOGIES,
     Flow,
     Spec,
@@ -437,6 +438,8 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
             "seed",
             "interval_s",
             "delay_element",
+            "switches",
+            "controller_app",
             "topology",
             "bottleneck",
             "links",
@@ -452,6 +455,8 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     interval = _num(raw, "interval_s", "", default=0.1, lo=0.01, hi=10.0, unit=" (s)")
     assert seed is not None and interval is not None
     delay_element = _choice(raw, "delay_element", "", "auto", DELAY_ELEMENTS)
+    switches = _choice(raw, "switches", "", "linux", SWITCHES)
+    app = _controller_app(raw, switches, path)
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)
     flows = _flows(raw, topo, duration)
@@ -470,8 +475,25 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         flows=flows,
         delay_fallback=fallback,
         delay_element=delay_element,
+        switches=switches,
+        controller_app=app,
         raw=raw,
     )
+
+
+def _controller_app(raw: dict[str, Any], switches: str, path: Path | None) -> Path | None:
+    """The user's os-ken app: a Python file, relative to the spec's directory; only on OVS switches."""
+    if "controller_app" not in raw:
+        return None
+    value = raw["controller_app"]
+    if switches != "ovs":
+        raise _fail("controller_app", value, 'needs switches = "ovs" (an os-ken app programs OVS bridges)')
+    if not isinstance(value, str) or not value.endswith(".py"):
+        raise _fail("controller_app", value, "must be the path of an os-ken app's .py file")
+    app = Path(value) if Path(value).is_absolute() or path is None else path.parent / value
+    if not app.is_file():
+        raise _fail("controller_app", value, f"no such file ({app})")
+    return app.resolve()
 
 
 def _check_emulation(graph: Graph, dataplane: str) -> None:

@@ -113,7 +113,7 @@ class CclabOvsBridge(Switch):
         args = [
             "--may-exist", "add-br", br, "--", "set", "Bridge", br, f"datapath_type={self.datapath_type}",
             "fail_mode=secure", "protocols=OpenFlow13", f"other_config:datapath-id={self.dpid}",
-            "other_config:disable-in-band=true", f"external_ids:cclab={self.mark}",
+            "other_config:disable-in-band=true", f'external_ids:cclab="{self.mark}"',
         ]  # fmt: skip
         for intf in self.intfList():
             if intf.name == "lo":

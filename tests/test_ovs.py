@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import signal
 import subprocess
 import time
@@ -67,6 +68,7 @@ dst = "r1"
     ("extra", "field"),
     [
         ('switches = "openflow"', "switches"),
+        ('switches = "ovs"\ndataplane = "bmv2"', "switches"),
         ('controller_app = "experiments/port_monitor.py"', "controller_app"),  # needs switches = "ovs"
         ('switches = "ovs"\ncontroller_app = "no_such_app.py"', "controller_app"),
         ('switches = "ovs"\ncontroller_app = 3', "controller_app"),
@@ -223,3 +225,54 @@ def test_a_spec_too_fast_for_the_userspace_datapath_is_refused_before_anything_i
         runner.run(spec.parse(tomllib.loads(text)), runner.RunOptions(results_root=tmp_path))
     assert "\n" not in str(exc.value) and "rate_mbps" in str(exc.value)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@needs_ovs
+@pytest.mark.usefixtures("clean_host")
+def test_an_ovs_the_user_runs_is_used_and_left_alone(tmp_path: Path) -> None:
+    """A user's OVS (Debian's default run directory) with a bridge of its own: the run adds its bridges
+    to it and removes only those; the user's daemons and bridge are still there after the run."""
+    if ovs.user_ovs_running():
+        pytest.skip("an OVS already runs here: this test starts and stops one of its own")
+    rundir, db = ovs.SYSTEM_DB.parent, ovs.SYSTEM_DB
+    rundir.mkdir(parents=True, exist_ok=True)
+    conf = tmp_path / "user.db"
+    subprocess.run(["ovsdb-tool", "create", str(conf), str(ovs.SCHEMA)], check=True)
+    pidfiles = [tmp_path / "user-ovsdb.pid", tmp_path / "user-vswitchd.pid"]
+    subprocess.run(
+        ["ovsdb-server", str(conf), f"--remote=punix:{db}", f"--pidfile={pidfiles[0]}", "--detach",
+         f"--unixctl={tmp_path / 'user-ovsdb.ctl'}", f"--log-file={tmp_path / 'user-ovsdb.log'}"],
+        check=True,
+    )  # fmt: skip
+    try:
+        subprocess.run(["ovs-vsctl", f"--db=unix:{db}", "--no-wait", "init"], check=True)
+        subprocess.run(
+            ["ovs-vswitchd", f"unix:{db}", f"--pidfile={pidfiles[1]}", "--detach",
+             f"--unixctl={tmp_path / 'user-vswitchd.ctl'}", f"--log-file={tmp_path / 'user-vswitchd.log'}"],
+            check=True,
+        )  # fmt: skip
+        subprocess.run(
+            ["ovs-vsctl", f"--db=unix:{db}", "add-br", "userbr0", "--", "set", "Bridge", "userbr0",
+             "datapath_type=netdev"],
+            check=True,
+        )  # fmt: skip
+        text = (REPO / "experiments" / "ovs_dumbbell.toml").read_text().replace("duration_s = 10", "duration_s = 4")
+        run_dir, summ = _run(text, tmp_path)
+        _check_edge(summ)
+        assert json.loads((run_dir / "manifest.json").read_text())["switches"]["daemons"] == "the user's"
+        assert all(ovs.running(int(p.read_text())) for p in pidfiles), "the user's OVS was stopped"
+        names = subprocess.run(["ovs-vsctl", f"--db=unix:{db}", "list-br"], capture_output=True, text=True).stdout
+        assert names.split() == ["userbr0"], names
+    finally:
+        subprocess.run(["ovs-vsctl", f"--db=unix:{db}", "--if-exists", "del-br", "userbr0"], capture_output=True)
+        for p in reversed(pidfiles):
+            if p.exists():
+                pid = int(p.read_text())
+                if ovs.running(pid):
+                    os.kill(pid, signal.SIGTERM)
+                    deadline = time.monotonic() + 5
+                    while ovs.running(pid) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+        db.unlink(missing_ok=True)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller import system
 from controller.dataplane import FlowKey
 from controller.fabric import ovs as ovs_mod
 from controller.network import Graph
@@ -222,12 +223,12 @@ class OvsFabric:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"os-ken exited ({self.proc.returncode}): {self._log_tail()}")
+                raise system.SystemError_(f"os-ken exited ({self.proc.returncode}): {self._log_tail()}")
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
                     return
             time.sleep(0.05)
-        raise RuntimeError(f"os-ken did not listen on 127.0.0.1:{self.port} within {READY_TIMEOUT_S:g} s")
+        raise system.SystemError_(f"os-ken did not listen on 127.0.0.1:{self.port} within {READY_TIMEOUT_S:g} s")
 
     def _log_tail(self) -> str:
         try:
@@ -241,9 +242,9 @@ class OvsFabric:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self.ready_path.exists():
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"os-ken exited ({self.proc.returncode}): {self._log_tail()}")
+                raise system.SystemError_(f"os-ken exited ({self.proc.returncode}): {self._log_tail()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(
+                raise system.SystemError_(
                     f"the OVS bridges were not all programmed within {READY_TIMEOUT_S:g} s (see osken.log)"
                 )
             time.sleep(0.05)

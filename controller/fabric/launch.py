@@ -15,6 +15,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m controller.fabric.launch PORT APP [APP...]", file=sys.stderr)
         return 2
     port, apps = argv[0], argv[1:]
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from os_ken.lib import hub
 
     hub.patch(thread=False)

@@ -456,6 +456,8 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     assert seed is not None and interval is not None
     delay_element = _choice(raw, "delay_element", "", "auto", DELAY_ELEMENTS)
     switches = _choice(raw, "switches", "", "linux", SWITCHES)
+    if switches == "ovs" and dataplane != "kernel":
+        raise _fail("switches", switches, f'runs with dataplane = "kernel" only (not {dataplane!r}) for now')
     app = _controller_app(raw, switches, path)
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)

@@ -12,10 +12,13 @@ the presets expand into one, and `GraphTopo` builds any graph:
   bottleneck; the other switches stay Linux bridges;
 - on the kernel target the rate limiter sits on a's port of the link;
 - with `switches = "ovs"` the graph's switches are Open vSwitch bridges
-  (`CclabOvsBridge`, programmed by cclab's os-ken app), and every emulated link
-  has its d<link> node even without a delay: that Linux bridge's port takes
-  the link's ingress hook (OVS's userspace datapath reads its ports through
-  packet sockets, which see a frame before tc ingress could drop it).
+  (`CclabOvsBridge`, programmed by cclab's os-ken app), and an emulated link
+  keeps its emulation on Linux bridges: a -- d<link>q -- d<link> -- b, the
+  rate limiter on d<link>q's port towards d<link>, the ingress hook on
+  d<link>'s port (OVS's userspace datapath reads and writes its ports through
+  packet sockets: it reads a frame before tc ingress could drop it, and as a
+  sender into a queue it re-sends frames the queue dropped and caps the queue
+  at its socket's send buffer).
 
 By hand, with Mininet alone (the data plane is then not programmed):
 
@@ -139,6 +142,11 @@ def delay_node(link: Link) -> str:
     return f"d{link.id}"
 
 
+def queue_node(link: Link) -> str:
+    """With OVS switches: the Linux bridge whose port holds an emulated link's rate limiter and queue."""
+    return f"d{link.id}q"
+
+
 def p4_node(link: Link) -> str:
     return f"p{link.id}"
 
@@ -148,6 +156,8 @@ def chain(graph: Graph, link: Link, bmv2: bool, ovs: bool = False) -> list[str]:
     nodes = [link.a]
     if bmv2 and link.spec.emulated:
         nodes.append(p4_node(link))
+    if ovs and link.spec.emulated:
+        nodes.append(queue_node(link))
     if link.spec.has_delay or (ovs and link.spec.emulated):
         nodes.append(delay_node(link))
     nodes.append(link.b)

@@ -102,8 +102,8 @@ def test_the_plan_routes_every_address_and_counts_each_flow_on_every_switch_of_i
     ports: dict[tuple[str, str], int] = {}
     for link in g.links:
         ends = [link.a, link.b]
-        if link.spec.emulated:  # with OVS every emulated link has its Linux-bridge node d<link>
-            ends = [link.a, f"d{link.id}", link.b]
+        if link.spec.emulated:  # with OVS an emulated link is emulated on two Linux bridges inside it
+            ends = [link.a, f"d{link.id}q", f"d{link.id}", link.b]
         for x, y in zip(ends, ends[1:]):
             for a, b in ((x, y), (y, x)):
                 if a in g.switches:
@@ -115,11 +115,11 @@ def test_the_plan_routes_every_address_and_counts_each_flow_on_every_switch_of_i
     for sw in cfg.values():
         assert sorted(r["dst"] for r in sw["routes"]) == sorted(ip.values()), sw["name"]
         assert [f["cookie"] for f in sw["flows"]] == [1], sw["name"]
-    assert cfg["1"]["flows"][0]["port"] == ports[("s1", "dl1")]
-    assert cfg["2"]["flows"][0]["port"] == ports[("s2", "dl2")]
+    assert cfg["1"]["flows"][0]["port"] == ports[("s1", "dl1q")]
+    assert cfg["2"]["flows"][0]["port"] == ports[("s2", "dl2q")]
     assert cfg["3"]["flows"][0]["port"] == ports[("s3", "r0")]
     by_dst = {r["dst"]: r["port"] for r in cfg["2"]["routes"]}
-    assert by_dst[ip["h0"]] == ports[("s2", "dl1")] and by_dst[ip["r0"]] == ports[("s2", "dl2")]
+    assert by_dst[ip["h0"]] == ports[("s2", "dl1")] and by_dst[ip["r0"]] == ports[("s2", "dl2q")]
 
 
 # --- root: real runs --------------------------------------------------------------------------------

@@ -207,8 +207,9 @@ class Experiment:
             nodes = mod.chain(graph, e.link, bmv2, self.ovs)
             if e.src != e.link.a:
                 nodes = nodes[::-1]
-            # kernel: the limiter on the first node's port; bmv2: the P4 node's port after it
-            at = 1 if bmv2 else 0
+            # kernel: the limiter on the first node's port; bmv2: the P4 node's port after it; with OVS
+            # switches: the Linux bridge d<link>q's port after it (mininet/topologies.py says why)
+            at = 1 if bmv2 or self.ovs else 0
             a = _intf_towards(net, nodes[at], nodes[at + 1])
             b = _intf_towards(net, nodes[at + 1], nodes[at])
             keys = tuple(self.flow_key(i, f) for i, f in enumerate(self.spec.flows, 1) if e in self.paths[f.id].links)

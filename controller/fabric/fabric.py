@@ -40,6 +40,9 @@ READY_TIMEOUT_S = 30.0
 #: the OVS userspace datapath's ceiling here, Mbit/s of TCP summed over every emulated direction
 #: (measured: README, "OVS switches"); a spec asking for more is refused before anything is built
 NETDEV_MAX_MBPS = 400.0
+#: seconds the edge counters must stay unchanged to be final, and how long to wait for that at most
+EDGE_SETTLE_S = 1.2
+EDGE_TIMEOUT_S = 6.0
 
 
 @dataclass(frozen=True)
@@ -260,24 +263,29 @@ class OvsFabric:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait(5)
 
-    def edge_counts(self, after: float, timeout_s: float | None = None) -> dict[str, dict[str, int]]:
-        """Each flow's packets and bytes at its sender's switch, from the first poll that started after
-        the wall-clock time `after` (waits for one: a few intervals at most)."""
-        wait = timeout_s if timeout_s is not None else max(2.0, 5 * self.interval_s)
-        deadline = time.monotonic() + wait
+    def edge_counts(self, after: float, timeout_s: float = EDGE_TIMEOUT_S) -> dict[str, dict[str, int]]:
+        """Each flow's packets and bytes at its sender's switch once they stopped changing after the
+        wall-clock time `after`: OVS moves its datapath's counts into the OpenFlow entries' statistics
+        in batches (every 500 ms by default), so a read is final only when a poll EDGE_SETTLE_S later
+        still shows the same counts.  After `timeout_s`, the latest poll."""
+        deadline = time.monotonic() + timeout_s
         while True:
-            got = self._edge_from_file(after)
-            if got is not None or time.monotonic() > deadline:
-                return got or {}
+            polls = self._edge_polls(after)
+            last = polls[-1][1] if polls else None
+            if last is not None and any(c == last and t <= polls[-1][0] - EDGE_SETTLE_S for t, c in polls):
+                return last
+            if time.monotonic() > deadline:
+                return last or {}
             time.sleep(self.interval_s / 2)
 
-    def _edge_from_file(self, after: float) -> dict[str, dict[str, int]] | None:
+    def _edge_polls(self, after: float) -> list[tuple[float, dict[str, dict[str, int]]]]:
+        """(time, each flow's edge counts) of every poll since `after` that all edge switches answered."""
         want = set(self.edge.values())
-        seen: dict[int, dict[int, dict[str, int]]] = {}
+        by_poll: dict[int, tuple[float, dict[int, dict[int, dict[str, int]]]]] = {}
         try:
             lines = self.stats_path.read_text().splitlines()
         except OSError:
-            return None
+            return []
         for line in lines:
             try:
                 rec = json.loads(line)
@@ -285,12 +293,17 @@ class OvsFabric:
                 continue
             if rec["kind"] != "flow" or rec["t"] < after or rec["dpid"] not in want:
                 continue
+            t, seen = by_poll.setdefault(rec["n"], (rec["t"], {}))
             by_cookie = seen.setdefault(rec["dpid"], {})
             for r in rec["rows"]:
                 by_cookie[r["cookie"]] = {"packets": r["packets"], "bytes": r["bytes"]}
-        if want - set(seen):
-            return None
-        return {fl.id: seen[self.edge[fl.id]].get(fl.cookie, {"packets": 0, "bytes": 0}) for fl in self.flows}
+            by_poll[rec["n"]] = (max(t, rec["t"]), seen)
+        zero = {"packets": 0, "bytes": 0}
+        return [
+            (t, {fl.id: seen[self.edge[fl.id]].get(fl.cookie, zero) for fl in self.flows})
+            for _n, (t, seen) in sorted(by_poll.items())
+            if not want - set(seen)
+        ]
 
     def describe(self) -> dict[str, Any]:
         """What the manifest records of the fabric."""

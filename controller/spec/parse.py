@@ -456,11 +456,10 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     assert seed is not None and interval is not None
     delay_element = _choice(raw, "delay_element", "", "auto", DELAY_ELEMENTS)
     switches = _choice(raw, "switches", "", "linux", SWITCHES)
-    if switches == "ovs" and dataplane != "kernel":
-        raise _fail("switches", switches, f'runs with dataplane = "kernel" only (not {dataplane!r}) for now')
     app = _controller_app(raw, switches, path)
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)
+    _check_switches(topo.graph, dataplane, switches)
     flows = _flows(raw, topo, duration)
     delays = _flow_access_delays(raw, topo)
     if delays:
@@ -510,6 +509,21 @@ def _check_emulation(graph: Graph, dataplane: str) -> None:
             raise _fail(f"{where}.both", True, "bmv2 emulates one direction per link; give the other its own link")
         if lk.spec.gilbert_elliott is not None and dataplane == "bmv2":
             raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the BMv2 program yet; use i.i.d. per on bmv2")
+
+
+def _check_switches(graph: Graph, dataplane: str, switches: str) -> None:
+    """What OVS switches run with: the kernel target, and a link emulated both ways without a delay (the
+    reverse direction's limiter would sit on the port that delays it)."""
+    if switches != "ovs":
+        return
+    if dataplane != "kernel":
+        raise _fail("switches", switches, f'runs with dataplane = "kernel" only (not {dataplane!r}) for now')
+    for lk in graph.links:
+        if lk.spec.emulated and lk.both and lk.spec.has_delay:
+            raise _fail(
+                f"link {lk.id} ({lk.a}-{lk.b}).both", True,
+                'with switches = "ovs" a link emulated both ways has no delay_ms yet; give each direction a link',
+            )  # fmt: skip
 
 
 def _with_access_delays(topo: Topology, delays: dict[str, float]) -> Topology:

@@ -110,6 +110,7 @@ bench: deps venv build
 	$(CCLAB) bench cc
 	$(CCLAB) bench setup
 	$(CCLAB) bench controller
+	$(CCLAB) bench ovs
 
 lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet

@@ -4,7 +4,9 @@ It removes Mininet host shells (and with them their namespaces and the
 processes inside), iperf3 processes, cclab's BMv2 switches (and their
 sockets and pidfiles under /run/cclab), cclab-delay processes and their
 capture veth pairs, the dumbbell's switch bridges and veth ports, cclab's
-pinned BPF objects, and cclab's registered algorithms.  It
+pinned BPF objects, and cclab's registered algorithms; for `switches = "ovs"`, the
+os-ken process, cclab's OVS bridges (also those added to an OVS the user runs, which
+is otherwise left alone) and the OVS daemons cclab started.  It
 never touches a network device or process that cclab's naming does not match.
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 from controller import cc, system
 from controller.dataplane import delayline
 from controller.dataplane.kernel import remove_pins
+from controller.fabric import ovs
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,9 @@ def _is_ours(argv: list[str]) -> bool:
         return True
     # BMv2 switches of mininet/p4switch.py: P4Runtime on a socket under /run/cclab
     if exe == "simple_switch_grpc" and any(a.startswith(f"unix:{system.RUN_STATE}/bmv2-") for a in argv):
+        return True
+    # the os-ken process of switches = "ovs" (controller/fabric/launch.py)
+    if exe.startswith("python") and "controller.fabric.launch" in argv:
         return True
     # Mininet host shells: `bash --norc --noediting -is mininet:h1`
     return exe == "bash" and any(a.startswith("mininet:") for a in argv)
@@ -86,6 +92,7 @@ def clean() -> list[str]:
     """Remove leftovers; return a line per thing removed."""
     system.require_root()
     done = kill_processes()
+    done += ovs.clean()
     done += remove_links()
     for f in sorted(system.RUN_STATE.glob("bmv2-*")) if system.RUN_STATE.exists() else []:
         if f.suffix in (".sock", ".pid"):

@@ -233,6 +233,30 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_ovs(args: argparse.Namespace) -> int:
+    from controller import bench_ovs
+
+    res = bench_ovs.fabric_ceiling(
+        seconds=args.seconds, repeats=args.repeats, progress=lambda m: err.print(f"bench ovs: {m}", highlight=False)
+    )
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    for sw in ("linux", "ovs"):
+        runs = ", ".join(f"{r['goodput_bps'] / 1e6:.0f}" for r in res["runs"] if r["switches"] == sw)
+        name = "Linux bridges" if sw == "linux" else f"OVS ({res['ovs_datapath']} datapath)"
+        out.print(
+            f"  {name:28} {res[f'{sw}_ceiling_bps'] / 1e6:7.0f} Mbit/s  (runs {runs}; CPU busy "
+            f"{res[f'{sw}_cpu_busy']:.0%})"
+        )
+    out.print(
+        f"one cubic flow through the unshaped one-pair dumbbell, medians of {res['repeats']} interleaved runs of "
+        f"{res['seconds']:g} s; OVS/Linux {res['ovs_over_linux']:.2f}; runs with OVS are refused above "
+        f"{res['netdev_limit_mbps']:g} Mbit/s on the userspace datapath"
+    )
+    return 0
+
+
 def _cmd_bench_cc(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         err.print(f"bench cc: {msg}", highlight=False)
@@ -446,6 +470,11 @@ def parser() -> argparse.ArgumentParser:
         "--links", type=int, nargs="+", default=[1, 3], help="emulated links every flow crosses (default: 1 and 3)"
     )
     bm.set_defaults(func=_cmd_bench_controller)
+    bo = bsub.add_parser("ovs", help="what OVS switches carry beside Linux bridges (switches = \"ovs\")")
+    bo.add_argument("--json", action="store_true", help="print one JSON line")
+    bo.add_argument("--seconds", type=float, default=8.0, help="seconds per run (default 8)")
+    bo.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
+    bo.set_defaults(func=_cmd_bench_ovs)
 
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")
     ksub = k.add_subparsers(dest="cc_cmd", required=True, metavar="ACTION")

@@ -58,12 +58,13 @@ def _run(node: Any, args: list[str]) -> str:
 
 
 def checksum_offload_off(hosts: list[Any]) -> None:
-    """Hosts whose packets cross a BMv2 switch must fill in their checksums themselves.
+    """Hosts whose packets cross a BMv2 switch (or OVS's userspace datapath) must fill in their checksums.
 
     With transmit checksum offload a veth hands on frames whose TCP/UDP
     checksum is not computed yet; a Linux bridge passes that state along, but
-    BMv2 captures and re-sends raw frames, and the receiver drops them as
-    corrupt.  (The p4lang tutorials turn it off on their hosts for this reason.)
+    BMv2 and OVS's userspace datapath capture and re-send raw frames, and the
+    receiver drops them as corrupt (with OVS here: not one TCP handshake).
+    (The p4lang tutorials turn it off on their hosts for this reason.)
     """
     for host in hosts:
         for intf in host.intfNames():

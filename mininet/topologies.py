@@ -10,7 +10,15 @@ the presets expand into one, and `GraphTopo` builds any graph:
 - on the bmv2 target an emulated link gets a two-port BMv2 switch p<link> at
   its a end: a -- p<link> -- (d<link> --) b, whose port towards b is the
   bottleneck; the other switches stay Linux bridges;
-- on the kernel target the rate limiter sits on a's port of the link.
+- on the kernel target the rate limiter sits on a's port of the link;
+- with `switches = "ovs"` the graph's switches are Open vSwitch bridges
+  (`CclabOvsBridge`, programmed by cclab's os-ken app), and an emulated link
+  keeps its emulation on Linux bridges: a -- d<link>q -- d<link> -- b, the
+  rate limiter on d<link>q's port towards d<link>, the ingress hook on
+  d<link>'s port (OVS's userspace datapath reads and writes its ports through
+  packet sockets: it reads a frame before tc ingress could drop it, and as a
+  sender into a queue it re-sends frames the queue dropped and caps the queue
+  at its socket's send buffer).
 
 By hand, with Mininet alone (the data plane is then not programmed):
 
@@ -32,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mininet.node import Host
+from mininet.node import Host, Switch
 from mininet.nodelib import LinuxBridge
 from mininet.topo import Topo
 
@@ -85,20 +93,74 @@ class CclabBridge(LinuxBridge):
                 offloads_off(self, intf)
 
 
+class CclabOvsBridge(Switch):
+    """An Open vSwitch bridge in the OVS a run uses (controller/fabric/ovs.py): OpenFlow 1.3 only, fail
+    mode secure (forwards nothing until the controller programs it), its controller on 127.0.0.1, every
+    port at the OpenFlow number Mininet gave it, offloads off, and marked as cclab's for clean-up."""
+
+    def __init__(
+        self, name: str, db: str = "", datapath_type: str = "netdev", of_port: int = 6653, mark: str = "run",
+        **params: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(name, **params)
+        self.db, self.datapath_type, self.of_port, self.mark = db, datapath_type, of_port, mark
+
+    def _vsctl(self, *args: str) -> None:
+        import subprocess
+
+        argv = ["ovs-vsctl", f"--db=unix:{self.db}", "--timeout=10", *args]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{self.name}: ovs-vsctl: {' '.join(proc.stderr.split())}")
+
+    def start(self, controllers: Any) -> None:
+        br = self.name
+        args = [
+            "--may-exist", "add-br", br, "--", "set", "Bridge", br, f"datapath_type={self.datapath_type}",
+            "fail_mode=secure", "protocols=OpenFlow13", f"other_config:datapath-id={self.dpid}",
+            "other_config:disable-in-band=true", f'external_ids:cclab="{self.mark}"',
+        ]  # fmt: skip
+        for intf in self.intfList():
+            if intf.name == "lo":
+                continue
+            port = str(self.ports[intf])
+            args += ["--", "add-port", br, intf.name, "--", "set", "Interface", intf.name, f"ofport_request={port}"]
+        args += [
+            "--", "--id=@c", "create", "Controller", f'target="tcp:127.0.0.1:{self.of_port}"',
+            "max_backoff=1000", "connection_mode=out-of-band", "--", "set", "Bridge", br, "controller=@c",
+        ]  # fmt: skip
+        self._vsctl(*args)
+        for intf in self.intfList():
+            if intf.name != "lo":
+                _run(self, ["ip", "link", "set", intf.name, "up"])
+                offloads_off(self, intf.name)
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
+        self._vsctl("--if-exists", "del-br", self.name)
+        super().stop(deleteIntfs)
+
+
 def delay_node(link: Link) -> str:
     return f"d{link.id}"
+
+
+def queue_node(link: Link) -> str:
+    """With OVS switches: the Linux bridge whose port holds an emulated link's rate limiter and queue."""
+    return f"d{link.id}q"
 
 
 def p4_node(link: Link) -> str:
     return f"p{link.id}"
 
 
-def chain(graph: Graph, link: Link, bmv2: bool) -> list[str]:
+def chain(graph: Graph, link: Link, bmv2: bool, ovs: bool = False) -> list[str]:
     """The Mininet nodes a graph link becomes, from a to b."""
     nodes = [link.a]
     if bmv2 and link.spec.emulated:
         nodes.append(p4_node(link))
-    if link.spec.has_delay:
+    if ovs and link.spec.emulated:
+        nodes.append(queue_node(link))
+    if link.spec.has_delay or (ovs and link.spec.emulated):
         nodes.append(delay_node(link))
     nodes.append(link.b)
     return nodes
@@ -107,8 +169,13 @@ def chain(graph: Graph, link: Link, bmv2: bool) -> list[str]:
 class GraphTopo(Topo):
     """Any cclab graph: its hosts, switches and links, with delay (and BMv2) nodes inside links."""
 
-    def build(self, graph: Graph, bmv2: bool = False, p4_params: dict[str, Any] | None = None) -> None:  # type: ignore[override]
+    def build(  # type: ignore[override]
+        self, graph: Graph, bmv2: bool = False, p4_params: dict[str, Any] | None = None,
+        ovs_params: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        """ovs_params: the graph's switches are `CclabOvsBridge`s with these parameters (None: Linux bridges)."""
         self.graph = graph
+        ovs = ovs_params is not None
         names = set(graph.hosts) | set(graph.switches)
         # each host's addresses by link, in link order (the first is Mininet's default interface)
         by_host: dict[str, list[tuple[Link, str]]] = {}
@@ -120,10 +187,13 @@ class GraphTopo(Topo):
         for h in graph.hosts:
             first = by_host[h][0][1]
             self.addHost(h, ip=first)
-        for s in graph.switches:
-            self.addSwitch(s)
+        for i, s in enumerate(graph.switches, 1):
+            if ovs:
+                self.addSwitch(s, cls=CclabOvsBridge, dpid=f"{i:016x}", **(ovs_params or {}))
+            else:
+                self.addSwitch(s)
         for link in graph.links:
-            nodes = chain(graph, link, bmv2)
+            nodes = chain(graph, link, bmv2, ovs)
             for inner in nodes[1:-1]:
                 if inner in names:
                     raise GraphError(f"spec error: node {inner!r} clashes with link {link.id}'s own node; rename it")

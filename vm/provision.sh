@@ -57,6 +57,11 @@ guest=(
 	python3-pytest
 	python3-rich
 )
+# switches = "ovs" on the host: ovsdb-server and ovs-vswitchd (cclab starts its own; the os-ken app
+# comes from PyPI with the venv, so the lab VM, which has no PyPI, goes without).
+ovs=(
+	openvswitch-switch
+)
 # What builds and boots the qemu lab VM on the host.
 vm_host=(
 	debootstrap
@@ -81,7 +86,7 @@ done
 if [ "$role" = guest ]; then
 	packages=("${runtime[@]}" "${guest[@]}")
 else
-	packages=("${runtime[@]}" "${build[@]}")
+	packages=("${runtime[@]}" "${build[@]}" "${ovs[@]}")
 fi
 if [ "$vm" = 1 ]; then
 	packages+=("${vm_host[@]}")

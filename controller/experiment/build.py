@@ -21,6 +21,7 @@ from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.experiment.preflight import P4_INFO, P4_JSON, RunError
 from controller.experiment.topology import load_p4switch_module, load_topology_module
+from controller.fabric.fabric import CountedFlow, OvsFabric, mininet_ports
 from controller.measure.monitor import Monitor, MonitoredFlow
 from controller.network import EmulatedLink, Graph, Link, LinkSpec, subnet
 from controller.spec import Flow, Spec
@@ -134,6 +135,8 @@ class Counted:
     """The flow's number, 1-based: it fixes the ports."""
     path: FlowPath
     key: FlowKey
+    segment: int
+    """The switch group (subnet) it crosses."""
 
 
 def counted(graph: Graph, flows: tuple[Flow, ...]) -> list[Counted]:
@@ -148,7 +151,7 @@ def counted(graph: Graph, flows: tuple[Flow, ...]) -> list[Counted]:
             parts = [(f"{f.id}.{k}", seg, port) for k, (seg, port) in enumerate(zip(f.subflow_segments, ports), 1)]
         for cid, seg, sport in parts:
             p = flow_path(graph, f, seg)
-            out.append(Counted(cid, f, i, p, FlowKey(p.src_ip, p.dst_ip, sport, SERVER_PORT_BASE + i, proto)))
+            out.append(Counted(cid, f, i, p, FlowKey(p.src_ip, p.dst_ip, sport, SERVER_PORT_BASE + i, proto), seg))
     return out
 
 
@@ -176,6 +179,12 @@ class Experiment:
     monitor: Monitor | None = None
     ccstate_columns: list[str] = field(default_factory=list)
     notes_host: dict[str, Any] = field(default_factory=dict)
+    fabric: OvsFabric | None = None
+    """switches = "ovs": the OVS bridges' daemons and os-ken app"""
+
+    @property
+    def ovs(self) -> bool:
+        return self.spec.switches == "ovs"
 
     def __post_init__(self) -> None:
         self.counted = counted(self.spec.graph, self.spec.flows)
@@ -196,15 +205,28 @@ class Experiment:
         if bmv2:
             node = load_p4switch_module()
             p4_params = dict(cls=node.Bmv2Switch, json_path=P4_JSON, p4info_path=P4_INFO, log_dir=self.run_dir)
-        topo = mod.GraphTopo(graph=self.spec.graph, bmv2=bmv2, p4_params=p4_params)
+        ovs_params = None
+        if self.ovs:
+            self.fabric = OvsFabric(self.run_dir, self.spec.interval_s, self.spec.controller_app)
+            self.teardowns.append(self.fabric.stop_ovs)
+            ovs_params = self.fabric.start_ovs()
+        topo = mod.GraphTopo(graph=self.spec.graph, bmv2=bmv2, p4_params=p4_params, ovs_params=ovs_params)
         net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
         self.teardowns.append(net.stop)
+        if self.fabric is not None:
+            self.teardowns.append(self.fabric.stop_app)
+            counted = [  # an mptcp flow's subflows each their own entry (and cookie)
+                CountedFlow(j, c.id, c.key, c.flow.src, c.flow.dst, c.segment) for j, c in enumerate(self.counted, 1)
+            ]
+            self.fabric.start_app(self.spec.graph, mininet_ports(net, self.spec.graph.switches), counted)
         net.start()
+        if self.fabric is not None:
+            self.fabric.wait_ready()
         # ARP is static: the P4 program forwards IPv4 only, and on every target an ARP request dropped by a
         # full emulated queue would hold a flow's first packets back for a second (the ARP retry time)
         net.staticArp()
-        if bmv2:
-            node.checksum_offload_off(net.hosts)
+        if bmv2 or self.ovs:  # both re-send raw frames: checksums must be complete (mininet/p4switch.py)
+            load_p4switch_module().checksum_offload_off(net.hosts)
         bufs = socket_buffer_bytes(self.spec)
         for h in net.hosts:
             for name, value in (
@@ -230,11 +252,12 @@ class Experiment:
         graph = self.spec.graph
         bmv2 = self.spec.dataplane == "bmv2"
         for e in graph.emulated():
-            nodes = mod.chain(graph, e.link, bmv2)
+            nodes = mod.chain(graph, e.link, bmv2, self.ovs)
             if e.src != e.link.a:
                 nodes = nodes[::-1]
-            # kernel: the limiter on the first node's port; bmv2: the P4 node's port after it
-            at = 1 if bmv2 else 0
+            # kernel: the limiter on the first node's port; bmv2: the P4 node's port after it; with OVS
+            # switches: the Linux bridge d<link>q's port after it (mininet/topologies.py says why)
+            at = 1 if bmv2 or self.ovs else 0
             a = _intf_towards(net, nodes[at], nodes[at + 1])
             b = _intf_towards(net, nodes[at + 1], nodes[at])
             keys = tuple(c.key for c in self.counted if e in c.path.links)
@@ -264,7 +287,7 @@ class Experiment:
             if not link.spec.has_delay:
                 continue
             d = mod.delay_node(link)
-            nodes = mod.chain(graph, link, bmv2)
+            nodes = mod.chain(graph, link, bmv2, self.ovs)
             i = nodes.index(d)
             devs = (str(_intf_towards(net, d, nodes[i + 1])), str(_intf_towards(net, d, nodes[i - 1])))
             pin = system.PIN_ROOT / f"{self.run_dir.name}-d{link.id}"
@@ -375,6 +398,16 @@ class Experiment:
         delay = self.delays.get(link.id)
         if delay is not None and st.delay_ms is not None:
             delay.apply(st.delay_ms, link.spec.jitter_ms)
+
+    def edge_counts(self) -> dict[str, dict[str, int]]:
+        """switches = "ovs": each flow's counters at its sender's switch, read after now; else nothing."""
+        if self.fabric is None or self.fabric.proc is None:
+            return {}
+        try:
+            return self.fabric.edge_counts(time.time())
+        except (OSError, ValueError, KeyError) as exc:  # the check is then missing; teardown must go on
+            self.notes.append(f"edge counters unreadable: {exc}")
+            return {}
 
     def teardown(self) -> list[str]:
         errors = []

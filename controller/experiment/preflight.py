@@ -62,6 +62,12 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
     except ImportError:
         raise RunError("Mininet is not importable from this Python; run `make deps` and use .venv/bin/cclab") from None
     cc.check_available(spec.algos)
+    if spec.switches == "ovs":
+        from controller.fabric import fabric
+
+        why = fabric.missing() or fabric.too_fast(spec.graph)
+        if why:
+            raise RunError(f'switches = "ovs" cannot run this spec here: {why}')
     element = None
     if spec.wants_delay:
         delays = sorted({lk.spec.delay_ms for lk in spec.graph.links if lk.spec.has_delay})

@@ -22,6 +22,7 @@ from controller.dataplane import DataPlaneError
 from controller.dataplane.bmv2 import Bmv2Bottleneck
 from controller.experiment.build import Experiment
 from controller.experiment.preflight import RunError, preflight
+from controller.fabric.edge import add_edge
 from controller.measure.ccstate import CcStateReader
 from controller.measure.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredLink
 from controller.results import rundir, summary
@@ -115,6 +116,8 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     "hosts": ex.notes_host,
                     "links": ex.describe_links(),
                 }
+                if ex.fabric is not None:
+                    extra["switches"] = ex.fabric.describe()
                 first = next(iter(ex.dps.values()))
                 extra["bottleneck_devices"] = [first.egress_dev, first.ingress_dev]
                 if isinstance(first, Bmv2Bottleneck):  # the first link's, for readers of one-bottleneck runs
@@ -154,6 +157,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
         finally:
             with signals_ignored():
                 series = ex.monitor.stop() if ex.monitor is not None and ex.monitor.series.first else None
+                edge = ex.edge_counts() if series is not None else {}
                 for fl in ex.flows:
                     fl.stop()
                     goodputs[fl.flow_id] = fl.goodput_bps()
@@ -165,7 +169,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     notes.append("teardown: " + "; ".join(errors))
                 if not (run_dir / "manifest.json").exists():
                     rundir.write_json(run_dir / "manifest.json", rundir.manifest(spec, extra))
-                out = _write(ex, opts, series, goodputs, complete, reason, extra)
+                out = _write(ex, opts, series, goodputs, complete, reason, extra, edge)
         if reason is not None and not reason.startswith("interrupted"):
             raise RunError(f"{reason} (partial results in {run_dir})")
         return Outcome(run_dir, out)
@@ -179,6 +183,7 @@ def _write(
     complete: bool,
     reason: str | None,
     extra: dict[str, Any],
+    edge: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     from controller.measure.monitor import Series
 
@@ -235,6 +240,10 @@ def _write(
         cpu_busy=ex.monitor.cpu_busy_fraction if ex.monitor else None,
         extra_notes=ex.notes,
     )
+    if edge:  # switches = "ovs": the flows' counters at their senders' switches against the links'
+        add_edge(summ, edge)
+    if ex.fabric is not None:
+        summ["switches"] = ex.fabric.describe()
     rundir.write_csv(
         run_dir / "flows.csv",
         [{**f, "path": " ".join(f["path"])} for f in summ["flows"]],

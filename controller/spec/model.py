@@ -17,6 +17,8 @@ DATAPLANES = ("kernel", "bmv2", "tofino")
 TOPOLOGIES = ("dumbbell", "parking_lot", "multipath", "graph")
 SHAPERS = ("htb", "tbf")
 DELAY_FALLBACKS = ("refuse", "skip")
+#: what the switches that do not emulate a link are: Linux bridges, or OVS bridges under an os-ken app
+SWITCHES = ("linux", "ovs")
 
 FLOW_KINDS = ("tcp", "udp_onoff", "mptcp")
 ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
@@ -173,6 +175,10 @@ class Spec:
     """Where no delay element can run: refuse to run, or skip the delay (recorded)."""
     delay_element: str = "auto"
     """What delays packets: auto (netem where the kernel has it, else cclab-delay), netem or cclab-delay."""
+    switches: str = "linux"
+    """The graph's switches: Linux bridges, or Open vSwitch bridges programmed by cclab's os-ken app."""
+    controller_app: Path | None = None
+    """A user's os-ken app run beside cclab's (switches = "ovs" only)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as parsed, for the manifest."""
 

@@ -35,6 +35,7 @@ from controller.spec.model import (
     MAX_RATE_MBPS,
     ON_OFF_DISTRIBUTIONS,
     SHAPERS,
+    SWITCHES,
     TOPOLOGIES,
     Flow,
     Spec,
@@ -498,6 +499,8 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
             "seed",
             "interval_s",
             "delay_element",
+            "switches",
+            "controller_app",
             "topology",
             "bottleneck",
             "links",
@@ -513,8 +516,11 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     interval = _num(raw, "interval_s", "", default=0.1, lo=0.01, hi=10.0, unit=" (s)")
     assert seed is not None and interval is not None
     delay_element = _choice(raw, "delay_element", "", "auto", DELAY_ELEMENTS)
+    switches = _choice(raw, "switches", "", "linux", SWITCHES)
+    app = _controller_app(raw, switches, path)
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)
+    _check_switches(topo.graph, dataplane, switches)
     flows = _flows(raw, topo, duration)
     delays = _flow_access_delays(raw, topo)
     if delays:
@@ -531,8 +537,25 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         flows=flows,
         delay_fallback=fallback,
         delay_element=delay_element,
+        switches=switches,
+        controller_app=app,
         raw=raw,
     )
+
+
+def _controller_app(raw: dict[str, Any], switches: str, path: Path | None) -> Path | None:
+    """The user's os-ken app: a Python file, relative to the spec's directory; only on OVS switches."""
+    if "controller_app" not in raw:
+        return None
+    value = raw["controller_app"]
+    if switches != "ovs":
+        raise _fail("controller_app", value, 'needs switches = "ovs" (an os-ken app programs OVS bridges)')
+    if not isinstance(value, str) or not value.endswith(".py"):
+        raise _fail("controller_app", value, "must be the path of an os-ken app's .py file")
+    app = Path(value) if Path(value).is_absolute() or path is None else path.parent / value
+    if not app.is_file():
+        raise _fail("controller_app", value, f"no such file ({app})")
+    return app.resolve()
 
 
 def _check_emulation(graph: Graph, dataplane: str) -> None:
@@ -547,6 +570,21 @@ def _check_emulation(graph: Graph, dataplane: str) -> None:
             raise _fail(f"{where}.both", True, "bmv2 emulates one direction per link; give the other its own link")
         if lk.spec.gilbert_elliott is not None and dataplane == "bmv2":
             raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the BMv2 program yet; use i.i.d. per on bmv2")
+
+
+def _check_switches(graph: Graph, dataplane: str, switches: str) -> None:
+    """What OVS switches run with: the kernel target, and a link emulated both ways without a delay (the
+    reverse direction's limiter would sit on the port that delays it)."""
+    if switches != "ovs":
+        return
+    if dataplane != "kernel":
+        raise _fail("switches", switches, f'runs with dataplane = "kernel" only (not {dataplane!r}) for now')
+    for lk in graph.links:
+        if lk.spec.emulated and lk.both and lk.spec.has_delay:
+            raise _fail(
+                f"link {lk.id} ({lk.a}-{lk.b}).both", True,
+                'with switches = "ovs" a link emulated both ways has no delay_ms yet; give each direction a link',
+            )  # fmt: skip
 
 
 def _with_access_delays(topo: Topology, delays: dict[str, float]) -> Topology:

@@ -248,7 +248,8 @@ class Experiment:
             self.teardowns.append(fl.stop)
             fl.start_server(net.get(f.dst))
             key = self.flow_key(i, f)
-            self.monitored.append(MonitoredFlow(f.id, f.algo, key, f.src, tuple(e.id for e in p.links)))
+            links = tuple(e.id for e in p.links)
+            self.monitored.append(MonitoredFlow(f.id, f.algo, key, f.src, links, f.start_s + f.duration_s))
         for fl in self.flows:
             fl.wait_server()
 

@@ -337,6 +337,18 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from controller.spec import schema
+
+    text = json.dumps(schema.spec_schema(), indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+        out.print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _cmd_cc(args: argparse.Namespace) -> int:
     if args.cc_cmd == "list":
         for st in cc.status():
@@ -399,6 +411,16 @@ def parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     d.set_defaults(func=_cmd_doctor)
+
+    sc = sub.add_parser(
+        "schema",
+        help="the JSON Schema of a spec, for editors that complete and check TOML (taplo, Even Better TOML)",
+        description="Print the JSON Schema of an experiment spec (with [sweep]), generated from the typed "
+        "settings a spec is validated into. spec.schema.json in the repository is its output; .taplo.toml "
+        "points editors at it.",
+    )
+    sc.add_argument("--out", metavar="FILE", help="write it to FILE instead of stdout")
+    sc.set_defaults(func=_cmd_schema)
 
     sw = sub.add_parser(
         "sweep",

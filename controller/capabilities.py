@@ -100,9 +100,13 @@ def netem() -> Capability:
     if os.geteuid() != 0:
         why = "not probed: needs root (a throwaway network namespace)"
     return Capability(
-        "delay.netem", "netem (kernel delay qdisc)", False, why,
-        "cclab-delay delays instead; or run in the lab VM (cclab run --vm)", KERNEL,
-    )  # fmt: skip
+        "delay.netem",
+        "netem (kernel delay qdisc)",
+        False,
+        why,
+        "cclab-delay delays instead; or run in the lab VM (cclab run --vm)",
+        KERNEL,
+    )
 
 
 def delay_line() -> Capability:
@@ -119,10 +123,16 @@ def delay_choice() -> Capability:
         element = delay.pick_element("auto")
     except DataPlaneError as exc:
         return Capability(
-            "delay", "delay of a spec's delay_ms", False, str(exc),
-            "make build (cclab-delay), or run in the lab VM (cclab run --vm)", KERNEL,
-        )  # fmt: skip
+            "delay",
+            "delay of a spec's delay_ms",
+            False,
+            str(exc),
+            "make build (cclab-delay), or run in the lab VM (cclab run --vm)",
+            KERNEL,
+        )
     why = "netem, the kernel's qdisc" if element == delay.NETEM else "no netem here: cclab's own delay line"
+    if element != delay.NETEM and os.geteuid() != 0:
+        why = "netem not probed without root"
     return Capability("delay", "delay of a spec's delay_ms", True, f"{element} ({why})", layer=KERNEL)
 
 
@@ -130,16 +140,23 @@ def modules() -> Capability:
     title = "algorithms as kernel modules (.ko)"
     if not cc.takes_modules():
         return Capability(
-            "cc.module", title, False, "this kernel takes no modules (CONFIG_MODULES off: no /proc/modules)",
-            "eBPF struct_ops serves instead; for .ko modules run in the lab VM (cclab run --vm)", KERNEL,
-        )  # fmt: skip
+            "cc.module",
+            title,
+            False,
+            "this kernel takes no modules (CONFIG_MODULES off: no /proc/modules)",
+            "eBPF struct_ops serves instead; for .ko modules run in the lab VM (cclab run --vm)",
+            KERNEL,
+        )
     built = [n for n in cc.CCLAB_ALGOS if cc.module_matches(n)]
     if not built:
         return Capability(
-            "cc.module", title, False,
+            "cc.module",
+            title,
+            False,
             f"the kernel takes modules, but no tcp_<algo>.ko is built for {system.kernel_release()}",
-            "make -C hosts/cc kmod (needs this kernel's headers)", KERNEL,
-        )  # fmt: skip
+            "make -C hosts/cc kmod (needs this kernel's headers)",
+            KERNEL,
+        )
     return Capability("cc.module", title, True, f"modules load; {len(built)} .ko built for this kernel", layer=KERNEL)
 
 
@@ -162,6 +179,21 @@ def kfunc_rdonly_cast() -> Capability:
         return Capability("kfunc.bpf_rdonly_cast", title, True, "in the kernel's BTF", layer=KERNEL)
     return Capability(
         "kfunc.bpf_rdonly_cast", title, False, "not in the kernel's BTF (it came in 6.2)", "a kernel >= 6.2", KERNEL
+    )
+
+
+#: cclab's algorithms whose eBPF form calls a kfunc the verifier must find in the kernel
+EBPF_KFUNCS = {"mptcpw": RDONLY_CAST}
+
+
+def algo_missing(name: str) -> str | None:
+    """Why one of cclab's algorithms cannot load in the form this kernel would take, in one line; None if it can."""
+    kfunc = EBPF_KFUNCS.get(name)
+    if kfunc is None or name in cc.available() or cc.form(name) != "ebpf" or kernel_has_btf_name(kfunc):
+        return None
+    return (
+        f"algorithm {name}: its eBPF form needs the {kfunc} kfunc (kernels >= 6.2), which this kernel lacks, and "
+        "no module of it loads here; run it in the lab VM (cclab run --vm, modules from make -C hosts/cc kmod)"
     )
 
 
@@ -227,9 +259,12 @@ def bmv2_switch() -> Capability:
     missing = [t for t in BMV2_TOOLS if shutil.which(t) is None]
     if missing:
         return Capability(
-            "p4.bmv2", title, False, f"missing {', '.join(missing)}",
+            "p4.bmv2",
+            title,
+            False,
+            f"missing {', '.join(missing)}",
             "install BMv2 with PI (the p4lang packages, README: P4 targets) so it is on PATH",
-        )  # fmt: skip
+        )
     return Capability("p4.bmv2", title, True, f"{', '.join(BMV2_TOOLS)} on PATH")
 
 
@@ -252,9 +287,12 @@ def bmv2_target(prog: Capability, switch: Capability, client: Capability) -> Cap
 
 def tofino_target() -> Capability:
     return Capability(
-        "dataplane.tofino", "data plane: tofino (P4, TNA)", False, TOFINO_WHY,
+        "dataplane.tofino",
+        "data plane: tofino (P4, TNA)",
+        False,
+        TOFINO_WHY,
         "none here: the TNA program and BfRt driver are code only (README: P4 targets)",
-    )  # fmt: skip
+    )
 
 
 def dataplane_missing(dataplane: str) -> str | None:
@@ -290,8 +328,10 @@ def lab_vm() -> tuple[Capability, Capability]:
 
     if in_lab_vm():
         why = "this is the lab VM (CCLAB_IN_VM=1)"
-        return (Capability("vm.image", "lab VM image", False, why, layer=HOST),
-                Capability("vm.accel", "lab VM acceleration", False, why, layer=HOST))  # fmt: skip
+        return (
+            Capability("vm.image", "lab VM image", False, why, layer=HOST),
+            Capability("vm.accel", "lab VM acceleration", False, why, layer=HOST),
+        )
     if shutil.which(vm.QEMU) is None:
         why = f"{vm.QEMU} is not installed"
         img_cap = Capability("vm.image", "lab VM image", False, why, "sudo make vm (installs qemu, builds it)", HOST)
@@ -299,27 +339,39 @@ def lab_vm() -> tuple[Capability, Capability]:
     try:
         img = vm.image()
     except vm.VmError as exc:
-        return (Capability("vm.image", "lab VM image", False, str(exc), "sudo make vm", HOST),
-                Capability("vm.accel", "lab VM acceleration", False, "no image", "sudo make vm", HOST))  # fmt: skip
+        return (
+            Capability("vm.image", "lab VM image", False, str(exc), "sudo make vm", HOST),
+            Capability("vm.accel", "lab VM acceleration", False, "no image", "sudo make vm", HOST),
+        )
     built = img.complete()
     where = f"kernel {img.kernel.abi} in {img.dir}"
     image_cap = Capability(
-        "vm.image", "lab VM image", built, f"built: {where}" if built else f"not built ({where})",
-        "" if built else "sudo make vm (about 2 minutes)", HOST,
-    )  # fmt: skip
+        "vm.image",
+        "lab VM image",
+        built,
+        f"built: {where}" if built else f"not built ({where})",
+        "" if built else "sudo make vm (about 2 minutes)",
+        HOST,
+    )
     kvm_ok, why = vm.kvm_verdict(img)
     if kvm_ok:
         accel = Capability("vm.accel", "lab VM acceleration", True, "KVM works", layer=HOST)
     elif kvm_ok is None:
         accel = Capability(
-            "vm.accel", "lab VM acceleration", True,
-            f"KVM untested ({why}): tried at the first boot, software emulation if it hangs", layer=HOST,
-        )  # fmt: skip
+            "vm.accel",
+            "lab VM acceleration",
+            True,
+            f"KVM untested ({why}): tried at the first boot, software emulation if it hangs",
+            layer=HOST,
+        )
     else:
         accel = Capability(
-            "vm.accel", "lab VM acceleration", True,
-            f"software emulation (TCG, slower): KVM unavailable: {why}", layer=HOST,
-        )  # fmt: skip
+            "vm.accel",
+            "lab VM acceleration",
+            True,
+            f"software emulation (TCG, slower): KVM unavailable: {why}",
+            layer=HOST,
+        )
     return image_cap, accel
 
 

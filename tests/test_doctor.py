@@ -101,6 +101,19 @@ def test_doctor_table_shows_every_probe_at_80_columns() -> None:
             assert "fix: " in text
 
 
+def test_coupled_mptcpw_is_refused_exactly_where_neither_form_loads() -> None:
+    """The runner's refusal and doctor's row follow the same kfunc probe (bpftool's reading of the BTF here)."""
+    if not (shutil.which("bpftool") and Path("/sys/kernel/btf/vmlinux").exists()):
+        pytest.skip("no bpftool or kernel BTF to read the kfuncs from")
+    kfunc = _btf_has_func("bpf_rdonly_cast")
+    module = cc.form("mptcpw") == "module"
+    why = capabilities.algo_missing("mptcpw")
+    assert (why is None) == (kfunc or module or "mptcpw" in cc.available()), why
+    assert capabilities.algo_missing("tcpwplus") is None
+    rows = _rows(_doctor())
+    assert rows["kfunc.bpf_rdonly_cast"]["ok"] == kfunc
+
+
 def test_manifest_records_the_same_probes() -> None:
     rec = capabilities.record()
     assert set(rec) == {c.key for c in capabilities.probe_all()}

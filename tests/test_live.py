@@ -82,8 +82,19 @@ def test_bmv2_refusal_comes_before_anything_is_drawn_or_created(tmp_path: Path) 
 
 
 def test_status_line_fits_80_columns_while_running_and_at_the_end() -> None:
-    flows = [FlowView(f"f{i}", "logwestwood", rate_bps=2.5e9, total_bytes=10**10, rnd_drops=12345, q_drops=67890,
-                      cwnd_pkts=12000, srtt_us=123456) for i in range(1, 5)]  # fmt: skip
+    flows = [
+        FlowView(
+            f"f{i}",
+            "logwestwood",
+            rate_bps=2.5e9,
+            total_bytes=10**10,
+            rnd_drops=12345,
+            q_drops=67890,
+            cwnd_pkts=12000,
+            srtt_us=123456,
+        )
+        for i in range(1, 5)
+    ]
     links = [LinkView("l1", 9.99e9, 1e10, 99999, 0.999)]
     running = LiveState(99.9, 100.0, 1e10, 9.99e9, 99999, 0.999, flows, links)
     for line in _frame(running):
@@ -94,8 +105,16 @@ def test_status_line_fits_80_columns_while_running_and_at_the_end() -> None:
         f.ended, f.mean_bps = True, 2.4e9
     st = status(running).plain
     assert "\n" not in st and "Jain 1.000" in st and "whole-run" in st and len(st) <= 80, st
-    three = LiveState(99.9, 100.0, 1e10, 9.99e9, 99999, 0.999, flows, [LinkView(f"lcore{i}", 9.99e9, 1e10, 99999, 0.5)
-                                                                       for i in range(3)])  # fmt: skip
+    three = LiveState(
+        99.9,
+        100.0,
+        1e10,
+        9.99e9,
+        99999,
+        0.999,
+        flows,
+        [LinkView(f"lcore{i}", 9.99e9, 1e10, 99999, 0.5) for i in range(3)],
+    )
     for line in _frame(three):
         assert len(line) <= 80, f"{len(line)} columns: {line!r}"
 

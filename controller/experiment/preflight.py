@@ -33,6 +33,10 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
     if why:
         raise RunError(why)
     cc.check_available(spec.algos)
+    for algo in spec.algos:
+        why = capabilities.algo_missing(algo)
+        if why:
+            raise RunError(why)
     element = None
     if spec.wants_delay:
         delays = sorted({lk.spec.delay_ms for lk in spec.graph.links if lk.spec.has_delay})

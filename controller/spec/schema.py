@@ -286,8 +286,10 @@ def spec_schema() -> dict[str, Any]:
         "flows": _flows(),
     }
     out = _closed(props, TOP_KEYS, required=["duration_s", "flows"])
-    graph = {"properties": {"topology": {"properties": {"kind": {"const": "graph"}}, "required": ["kind"]}},
-             "required": ["topology"]}  # fmt: skip
+    graph = {
+        "properties": {"topology": {"properties": {"kind": {"const": "graph"}}, "required": ["kind"]}},
+        "required": ["topology"],
+    }
     # a preset needs [bottleneck]; a graph gives each link its own settings instead
     out["allOf"] = [{"if": graph, "then": {"not": {"required": ["bottleneck"]}}, "else": {"required": ["bottleneck"]}}]
     # bmv2 emulates one direction per link (parse._check_emulation)

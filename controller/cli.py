@@ -82,9 +82,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out.print(final_table(summ))
     b = summ["bottleneck"]
     ach, loss, jain = b["achieved_bps"], b["measured_loss"], summ["jain"]
-    out.print(
+    out.print(  # two lines, each within 80 columns
         f"bottleneck: {'-' if ach is None else f'{ach / 1e6:.2f}'} of {b['rate_bps'] / 1e6:g} Mbit/s; "
-        f"random loss {'-' if loss is None else f'{loss:.3g}'} (spec {b['per']:g}); "
+        f"random loss {'-' if loss is None else f'{loss:.3g}'} (spec {b['per']:g})\n"
         f"Jain's index {'-' if jain is None else f'{jain:.4f}'} over {summ['jain_n']} flows"
     )
     if len(summ.get("links", [])) > 1:

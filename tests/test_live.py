@@ -135,6 +135,8 @@ def test_demo_last_frame_shows_whole_run_rates_and_jain(tmp_path: Path) -> None:
     assert last.ended, [(f.id, f.ended) for f in last.flows]
     lines = _frame(last)
     assert all(len(ln) <= 80 for ln in lines), "\n".join(lines)
+    header = next(ln for ln in lines if ln.startswith("┃"))
+    assert "flow" in header and "srtt ms" in header, f"the header wraps at 80 columns:\n{chr(10).join(lines)}"
     print("\n".join(lines))
     for f in summ["flows"]:
         row = next(ln for ln in lines if ln.startswith(f"│ {f['id']} "))

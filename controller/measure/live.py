@@ -17,14 +17,16 @@ def _mbps(bps: float) -> str:
 
 
 def render(state: LiveState, title: str) -> Any:
+    """One frame: a row per flow (its last interval, or its whole run once it ended), the status line(s), the
+    time bar; the demo's fits 80 columns without wrapping a cell."""
     t = Table(title=title, title_justify="left", expand=False)
     for col, just in (
         ("flow", "left"),
         ("algo", "left"),
         ("Mbit/s", "right"),
-        ("MB total", "right"),
-        ("rand drops", "right"),
-        ("queue drops", "right"),
+        ("MB", "right"),
+        ("rnd drops", "right"),
+        ("q drops", "right"),
         ("cwnd", "right"),
         ("srtt ms", "right"),
     ):
@@ -33,7 +35,7 @@ def render(state: LiveState, title: str) -> Any:
         t.add_row(
             f.id,
             f.algo,
-            _mbps(f.mean_bps if f.ended else f.rate_bps),
+            f"{(f.mean_bps if f.ended else f.rate_bps) / 1e6:.2f}",
             f"{f.total_bytes / 1e6:.1f}",
             str(f.rnd_drops),
             str(f.q_drops),

@@ -16,8 +16,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
 
-from controller import bench, cc, clean, spec, system, vm
+from controller import bench, capabilities, cc, clean, spec, system, vm
 from controller.dataplane import DataPlaneError
 from controller.experiment import executors, preflight, runner, sweep
 from controller.measure.live import final_table, render
@@ -50,31 +52,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
             extra += ["--results", str(Path(args.results).resolve())]
         return vm.run_spec_in_vm(Path(args.spec), extra)
     title = f"{s.name}: {s.topology.describe()}, {s.bottleneck.rate_mbps:g} Mbit/s, {s.dataplane}"
-    live = (
-        Live(
-            render(LiveState(duration_s=s.duration_s), title),
-            console=out,
-            refresh_per_second=8,
-            transient=False,
-            auto_refresh=False,
-        )
-        if not args.no_live
-        else None
-    )
+    live: Live | None = None
+
+    def running() -> None:  # the experiment is built and its traffic starts: only now is there a view to show
+        nonlocal live
+        if not args.no_live:
+            live = Live(render(LiveState(duration_s=s.duration_s), title), console=out, auto_refresh=False)
+            live.start(refresh=True)
 
     def update(state: LiveState) -> None:
         if live is not None:
             live.update(render(state, title), refresh=True)
 
-    opts = runner.RunOptions(allow_no_delay=args.allow_no_delay, on_update=update, plots=not args.no_plots)
+    opts = runner.RunOptions(
+        allow_no_delay=args.allow_no_delay, on_update=update, on_running=running, plots=not args.no_plots
+    )
     if args.results:
         opts.results_root = Path(args.results)
-    if live is not None:
-        with live:
-            outcome = runner.run(s, opts)
-        out.print()
-    else:
+    try:
         outcome = runner.run(s, opts)
+    finally:
+        if live is not None:
+            live.stop()
+            out.print()
     summ = outcome.summary
     if args.json:
         print(json.dumps(summ))
@@ -82,9 +82,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out.print(final_table(summ))
     b = summ["bottleneck"]
     ach, loss, jain = b["achieved_bps"], b["measured_loss"], summ["jain"]
-    out.print(
+    out.print(  # two lines, each within 80 columns
         f"bottleneck: {'-' if ach is None else f'{ach / 1e6:.2f}'} of {b['rate_bps'] / 1e6:g} Mbit/s; "
-        f"random loss {'-' if loss is None else f'{loss:.3g}'} (spec {b['per']:g}); "
+        f"random loss {'-' if loss is None else f'{loss:.3g}'} (spec {b['per']:g})\n"
         f"Jain's index {'-' if jain is None else f'{jain:.4f}'} over {summ['jain_n']} flows"
     )
     if len(summ.get("links", [])) > 1:
@@ -331,6 +331,48 @@ def _cmd_bench_controller(args: argparse.Namespace) -> int:
     return 0
 
 
+def doctor_table(caps: list[capabilities.Capability]) -> Table:
+    """`cclab doctor`'s table: one row per capability, yes/no, why, and the fix for a no."""
+    where = "the lab VM" if capabilities.in_lab_vm() else "this machine"
+    t = Table(title=f"cclab doctor: {where}, kernel {system.kernel_release()}", title_justify="left")
+    t.add_column("capability", no_wrap=True)
+    t.add_column("", no_wrap=True)
+    t.add_column("why, and the fix", overflow="fold")
+    for c in caps:
+        text = Text(c.reason)
+        if c.fix:
+            text.append(f"\nfix: {c.fix}", style="bold")
+        t.add_row(c.key, Text("yes", style="green") if c.ok else Text("no", style="red"), text)
+    t.caption = f"{sum(c.ok for c in caps)} of {len(caps)} yes; --json for scripts"
+    return t
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    caps = capabilities.probe_all()
+    if args.json:
+        doc = {
+            "kernel": system.kernel_release(),
+            "in_lab_vm": capabilities.in_lab_vm(),
+            "capabilities": [c.to_json() for c in caps],
+        }
+        print(json.dumps(doc))
+        return 0
+    out.print(doctor_table(caps))
+    return 0
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from controller.spec import schema
+
+    text = json.dumps(schema.spec_schema(), indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+        out.print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _cmd_cc(args: argparse.Namespace) -> int:
     if args.cc_cmd == "list":
         for st in cc.status():
@@ -384,6 +426,25 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="validate a spec without running it")
     c.add_argument("spec")
     c.set_defaults(func=_cmd_check)
+
+    d = sub.add_parser(
+        "doctor",
+        help="what this machine can do and why: data planes, delay, algorithm forms, lab VM, OVS; the fix for each no",
+        description="Probe this machine the way `cclab run` does (the same probes decide what a run may do) and "
+        "print one table: each capability, yes or no, why, and the fix for each missing piece.",
+    )
+    d.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    d.set_defaults(func=_cmd_doctor)
+
+    sc = sub.add_parser(
+        "schema",
+        help="the JSON Schema of a spec, for editors that complete and check TOML (taplo, Even Better TOML)",
+        description="Print the JSON Schema of an experiment spec (with [sweep]), generated from the typed "
+        "settings a spec is validated into. spec.schema.json in the repository is its output; .taplo.toml "
+        "points editors at it.",
+    )
+    sc.add_argument("--out", metavar="FILE", help="write it to FILE instead of stdout")
+    sc.set_defaults(func=_cmd_schema)
 
     sw = sub.add_parser(
         "sweep",

@@ -184,7 +184,7 @@ def kernel_dumbbell(
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller.experiment.runner import load_topology_module
+    from controller.experiment.topology import load_topology_module
 
     setLogLevel("error")
     mod = load_topology_module()

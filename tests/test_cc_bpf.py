@@ -73,8 +73,7 @@ def netns_pair() -> Iterator[tuple[str, str]]:
     try:
         sh("ip", "netns", "add", NS_A)
         sh("ip", "netns", "add", NS_B)
-        sh("ip", "-n", NS_A, "link", "add", "veth0", "type", "veth",
-           "peer", "name", "veth1", "netns", NS_B)
+        sh("ip", "-n", NS_A, "link", "add", "veth0", "type", "veth", "peer", "name", "veth1", "netns", NS_B)
         sh("ip", "-n", NS_A, "addr", "add", f"{ADDR_A}/24", "dev", "veth0")
         sh("ip", "-n", NS_B, "addr", "add", f"{ADDR_B}/24", "dev", "veth1")
         for ns, dev in ((NS_A, "veth0"), (NS_B, "veth1")):
@@ -91,13 +90,14 @@ def netns_pair() -> Iterator[tuple[str, str]]:
 def iperf_server(netns_pair: tuple[str, str]) -> Iterator[None]:
     server = subprocess.Popen(
         ["ip", "netns", "exec", NS_B, "iperf3", "-s", "-B", ADDR_B, "-p", str(PORT)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
-            out = sh("ip", "netns", "exec", NS_B, "ss", "-Hltn",
-                     f"sport = :{PORT}", check=False).stdout
+            out = sh("ip", "netns", "exec", NS_B, "ss", "-Hltn", f"sport = :{PORT}", check=False).stdout
             if out.strip():
                 break
             assert server.poll() is None, f"iperf3 server exited: {server.stderr.read()}"
@@ -121,9 +121,7 @@ def map_entries(algo: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-def test_struct_ops_carries_iperf3(
-    bpf_objects: Path, iperf_server: None, algo: str
-) -> None:
+def test_struct_ops_carries_iperf3(bpf_objects: Path, iperf_server: None, algo: str) -> None:
     obj = bpf_objects / f"{algo}.bpf.o"
     assert obj.exists(), f"{obj} was not built"
     if algo in registered():  # left over by an earlier crashed run
@@ -133,9 +131,27 @@ def test_struct_ops_carries_iperf3(
     try:
         assert algo in registered(), f"{algo} not in {AVAILABLE}: {registered()}"
         client = subprocess.Popen(
-            ["ip", "netns", "exec", NS_A, "iperf3", "-c", ADDR_B, "-B", ADDR_A,
-             "-p", str(PORT), "-t", str(FLOW_S), "-C", algo, "-J"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                "ip",
+                "netns",
+                "exec",
+                NS_A,
+                "iperf3",
+                "-c",
+                ADDR_B,
+                "-B",
+                ADDR_A,
+                "-p",
+                str(PORT),
+                "-t",
+                str(FLOW_S),
+                "-C",
+                algo,
+                "-J",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         seen: list[dict] = []
         deadline = time.monotonic() + FLOW_S + 10
@@ -151,11 +167,10 @@ def test_struct_ops_carries_iperf3(
         algo_used = result["end"].get("sender_tcp_congestion", algo)
         assert algo_used == algo, f"iperf3 ran {algo_used}, asked for {algo}"
         assert bps > 0, f"{algo}: iperf3 received {bps} bit/s"
-        assert seen, f"{algo}: st_{algo} had no entries during a {FLOW_S} s flow ({bps/1e6:.0f} Mbit/s)"
+        assert seen, f"{algo}: st_{algo} had no entries during a {FLOW_S} s flow ({bps / 1e6:.0f} Mbit/s)"
         values = [e.get("formatted", e).get("value", {}) for e in seen]
         cwnds = [v.get("cwnd", 0) for v in values if isinstance(v, dict)]
-        print(f"{algo}: {bps/1e6:.0f} Mbit/s, {len(seen)} st_{algo} entries, cwnd {cwnds}, "
-              f"first value {values[0]}")
+        print(f"{algo}: {bps / 1e6:.0f} Mbit/s, {len(seen)} st_{algo} entries, cwnd {cwnds}, first value {values[0]}")
     finally:
         if client is not None and client.poll() is None:
             client.kill()

@@ -23,9 +23,7 @@ HARNESS = CC_DIR / "build" / "harness"
 def harness() -> Path:
     if shutil.which("make") is None or shutil.which("cc") is None:
         pytest.skip("make and a C compiler are needed to build the harness")
-    proc = subprocess.run(
-        ["make", "-C", str(CC_DIR), "harness"], capture_output=True, text=True
-    )
+    proc = subprocess.run(["make", "-C", str(CC_DIR), "harness"], capture_output=True, text=True)
     assert proc.returncode == 0, f"harness build failed:\n{proc.stdout}\n{proc.stderr}"
     return HARNESS
 
@@ -63,9 +61,7 @@ def test_tustin_step_response(harness: Path) -> None:
         )
     k_tau = tau // dt
     frac = r[f"step_{k_tau}"] / b
-    assert abs(frac - (1 - math.exp(-1))) < 0.02, (
-        f"after t = tau the output is {frac:.4f} of the step, expected ~0.632"
-    )
+    assert abs(frac - (1 - math.exp(-1))) < 0.02, f"after t = tau the output is {frac:.4f} of the step, expected ~0.632"
     assert r["step_300"] / b > 0.99, f"after 6 tau: {r['step_300']} of {b} B/s"
 
 
@@ -79,9 +75,7 @@ def test_ackedcount_dupacks_then_cumulative(harness: Path) -> None:
     r = run(harness, "ackcount")
     for i in (1, 2, 3):
         assert r[f"a_dup{i}_acked"] == 1, f"DUPACK {i} counted {r[f'a_dup{i}_acked']}"
-        assert r[f"a_dup{i}_accounted"] == i, (
-            f"accounted_for after DUPACK {i} is {r[f'a_dup{i}_accounted']}"
-        )
+        assert r[f"a_dup{i}_accounted"] == i, f"accounted_for after DUPACK {i} is {r[f'a_dup{i}_accounted']}"
     assert (r["a_cum_acked"], r["a_cum_accounted"]) == (1, 0), (
         f"cumulative ACK of 4 after 3 DUPACKs: acked={r['a_cum_acked']} "
         f"accounted={r['a_cum_accounted']}, expected 1 and 0"
@@ -91,8 +85,7 @@ def test_ackedcount_dupacks_then_cumulative(harness: Path) -> None:
         f"accounted={r['b_cum_accounted']}, expected 1 and 1"
     )
     assert (r["b_next_acked"], r["b_next_accounted"]) == (1, 0), (
-        f"next ACK of 2 with 1 accounted: acked={r['b_next_acked']} "
-        f"accounted={r['b_next_accounted']}, expected 1 and 0"
+        f"next ACK of 2 with 1 accounted: acked={r['b_next_acked']} accounted={r['b_next_accounted']}, expected 1 and 0"
     )
 
 
@@ -100,8 +93,7 @@ def test_ackedcount_delayed_ack(harness: Path) -> None:
     """A delayed ACK (2 segments, nothing accounted) counts both."""
     r = run(harness, "ackcount")
     assert (r["c_delayed_acked"], r["c_delayed_accounted"]) == (2, 0), (
-        f"delayed ACK: acked={r['c_delayed_acked']} accounted="
-        f"{r['c_delayed_accounted']}, expected 2 and 0"
+        f"delayed ACK: acked={r['c_delayed_acked']} accounted={r['c_delayed_accounted']}, expected 2 and 0"
     )
     assert r["d_single_acked"] == 1, f"single ACK counted {r['d_single_acked']}"
 
@@ -122,9 +114,7 @@ def test_ackedcount_old_ack_counts_as_dupack(harness: Path) -> None:
 # --- Loss response: ssthresh = BWE * RTTmin / MSS -------------------------
 
 
-@pytest.mark.parametrize(
-    "algo", ["tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "mptcpw", "btbe"]
-)
+@pytest.mark.parametrize("algo", ["tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "mptcpw", "btbe"])
 def test_ssthresh_is_bwe_times_rttmin(harness: Path, algo: str) -> None:
     """tcpw-faster-recovery-slides slide 6, logwestwood-plus eq. (5),
     abse §2, mptcpw §IV, btbe eq. (2) (W_Bottleneck, from eBW).
@@ -149,19 +139,13 @@ def test_tcpw_recovery_cwnd_is_min(harness: Path) -> None:
     """slide 6: if cwnd > ssthresh then cwnd = ssthresh, else unchanged."""
     r = run(harness, "ssthresh")
     ss = r["tcpw_ssthresh"]
-    assert r["tcpw_cwnd_after"] == min(r["cwnd"], ss), (
-        f"cwnd {r['cwnd']} > ssthresh {ss}: got {r['tcpw_cwnd_after']}"
-    )
-    assert r["tcpw_cwnd_after_small"] == 60, (
-        f"cwnd 60 < ssthresh {ss}: got {r['tcpw_cwnd_after_small']}, expected 60"
-    )
+    assert r["tcpw_cwnd_after"] == min(r["cwnd"], ss), f"cwnd {r['cwnd']} > ssthresh {ss}: got {r['tcpw_cwnd_after']}"
+    assert r["tcpw_cwnd_after_small"] == 60, f"cwnd 60 < ssthresh {ss}: got {r['tcpw_cwnd_after_small']}, expected 60"
 
 
 def test_logwestwood_records_wmax_at_loss(harness: Path) -> None:
     r = run(harness, "ssthresh")
-    assert r["logwestwood_wmax"] == r["cwnd"], (
-        f"Wmax after a loss at cwnd {r['cwnd']} is {r['logwestwood_wmax']}"
-    )
+    assert r["logwestwood_wmax"] == r["cwnd"], f"Wmax after a loss at cwnd {r['cwnd']} is {r['logwestwood_wmax']}"
 
 
 # --- LogWestwood+ eq. (7) and alpha (logwestwood-plus.txt §II) ------------
@@ -218,8 +202,12 @@ def test_logwestwood_alpha_adaptation(harness: Path) -> None:
     r = run(harness, "logww")
     unit = 1024
     seq = [
-        ("alpha_0", 4), ("alpha_1_first_loss", 4), ("alpha_2_loss_below", 8),
-        ("alpha_3_reached", 4), ("alpha_4_loss_after", 4), ("alpha_5_reached", 2),
+        ("alpha_0", 4),
+        ("alpha_1_first_loss", 4),
+        ("alpha_2_loss_below", 8),
+        ("alpha_3_reached", 4),
+        ("alpha_4_loss_after", 4),
+        ("alpha_5_reached", 2),
         ("alpha_6_floor", 2),
     ]
     for key, expect in seq:
@@ -252,8 +240,7 @@ def test_btbe_alpha_calibration_two_thirds(harness: Path) -> None:
     )
     paper = r["alpha_paper_500"] / 1024
     assert abs(paper - _alpha_btbe(500, 300, 600, 7.25)) < 0.01, (
-        f"alpha at 2/3 with LAMBDA = 7.25: {paper:.4f}, formula gives "
-        f"{_alpha_btbe(500, 300, 600, 7.25):.4f}"
+        f"alpha at 2/3 with LAMBDA = 7.25: {paper:.4f}, formula gives {_alpha_btbe(500, 300, 600, 7.25):.4f}"
     )
 
 
@@ -276,9 +263,7 @@ def test_btbe_exp_table(harness: Path) -> None:
         if key.startswith("exp_"):
             x = int(key[4:]) / 1024
             expect = math.exp(-x) * 2**24
-            assert abs(val - expect) <= 2e-4 * expect + 2, (
-                f"e^-{x:.4f}: table {val}, exact {expect:.1f} (Q24)"
-            )
+            assert abs(val - expect) <= 2e-4 * expect + 2, f"e^-{x:.4f}: table {val}, exact {expect:.1f} (Q24)"
 
 
 def test_btbe_estimator_and_decrease(harness: Path) -> None:
@@ -434,9 +419,7 @@ def test_climb_times_match_paper_ordering(harness: Path) -> None:
     assert t["reno"] > t["tcpwplus"] > t["logwestwood"], f"ordering broken: {t}"
     assert t["reno"] / t["logwestwood"] >= 10, f"LogWestwood+ gain over NewReno {t}"
     for algo, paper in PAPER_CLIMB_S.items():
-        assert paper / 2 <= t[algo] <= paper * 2, (
-            f"{algo}: climb {t[algo]:.2f} s, paper {paper} s (tolerance x2)"
-        )
+        assert paper / 2 <= t[algo] <= paper * 2, f"{algo}: climb {t[algo]:.2f} s, paper {paper} s (tolerance x2)"
     assert abs(t["reno"] - 60.0) / 60.0 < 0.05, f"NewReno climb {t['reno']:.2f} s vs 60 s"
 
 

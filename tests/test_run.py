@@ -89,7 +89,7 @@ def test_random_loss_1e2_in_binomial_interval(tmp_path: Path) -> None:
 def test_delay_without_netem_is_refused_before_anything_is_built(tmp_path: Path) -> None:
     """A spec that asks for netem on a kernel without it is refused in one line, before anything is built."""
     src = (REPO / "experiments" / "demo.toml").read_text().replace('delay_fallback = "skip"', "")
-    src = src.replace('seed = 1', 'seed = 1\ndelay_element = "netem"')
+    src = src.replace("seed = 1", 'seed = 1\ndelay_element = "netem"')
     bad = tmp_path / "delay.toml"
     bad.write_text(src)
     proc = subprocess.run(

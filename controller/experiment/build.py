@@ -323,7 +323,8 @@ class Experiment:
             fl.start_server(net.get(f.dst))
         for c in self.counted:
             links = tuple(e.id for e in c.path.links)
-            self.monitored.append(MonitoredFlow(c.id, c.flow.algo, c.key, c.flow.src, links, flow=c.flow.id))
+            end_s = c.flow.start_s + c.flow.duration_s
+            self.monitored.append(MonitoredFlow(c.id, c.flow.algo, c.key, c.flow.src, links, end_s, flow=c.flow.id))
         for fl in self.flows:
             fl.wait_server()
 

@@ -4,46 +4,18 @@ algorithms, and a delay element for the links with a delay.  Whatever fails is o
 
 from __future__ import annotations
 
-from controller import cc, system
+from controller import capabilities, cc, system
 from controller.dataplane import DataPlaneError, delay
 from controller.spec import Spec
 
-P4_BUILD = system.BUILD / "p4"
-P4_JSON = P4_BUILD / "bottleneck.json"
-P4_INFO = P4_BUILD / "bottleneck.p4info.txtpb"
-#: what the bmv2 target needs on PATH
-BMV2_TOOLS = ("simple_switch_grpc", "simple_switch_CLI")
+#: what the bmv2 target needs on PATH (controller.capabilities decides what this machine can do)
+BMV2_TOOLS = capabilities.BMV2_TOOLS
+P4_JSON, P4_INFO = capabilities.P4_JSON, capabilities.P4_INFO
+dataplane_missing = capabilities.dataplane_missing
 
 
 class RunError(RuntimeError):
     """The experiment could not run; the message is one line with the fix."""
-
-
-def dataplane_missing(dataplane: str) -> str | None:
-    """What this machine lacks to run `dataplane`, in one line with the fix; None when nothing is missing."""
-    import shutil
-
-    if dataplane == "tofino":
-        return (
-            "the tofino target needs Intel's P4 Studio SDE (bf_switchd, bfrt_grpc) and a Tofino switch; "
-            "p4/tna/bottleneck.p4 and controller/dataplane/tofino.py are not run by `cclab run`"
-        )
-    if dataplane != "bmv2":
-        return None
-    missing = [t for t in BMV2_TOOLS if shutil.which(t) is None]
-    if not (P4_JSON.exists() and P4_INFO.exists()):
-        no_p4c = shutil.which("p4c-bm2-ss") is None
-        missing.append(f"{P4_JSON.relative_to(system.REPO)} ({'p4c-bm2-ss not on PATH' if no_p4c else 'not built'})")
-    try:
-        import finsy.proto  # noqa: F401
-    except ImportError:
-        return "the finsy package (P4Runtime) is not installed in this Python; run `make venv`"
-    if not missing:
-        return None
-    return (
-        f"missing {', '.join(missing)}; install p4c and BMv2 with PI (the p4lang packages, README: P4 targets) "
-        "so they are on PATH, then `make build`"
-    )
 
 
 def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, list[str]]:
@@ -54,13 +26,12 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
         raise RunError(f"dataplane = {spec.dataplane!r} cannot run here: {missing}")
     system.require_root()
     if spec.dataplane == "kernel":
-        system.require_tools("tc", "bpftool", "iperf3", "ethtool", "brctl", "unshare")
+        system.require_tools(*capabilities.KERNEL_TOOLS)
     else:
-        system.require_tools("tc", "iperf3", "ethtool", "brctl", "unshare", "ss")
-    try:
-        import mininet.net  # noqa: F401
-    except ImportError:
-        raise RunError("Mininet is not importable from this Python; run `make deps` and use .venv/bin/cclab") from None
+        system.require_tools(*capabilities.BMV2_HOST_TOOLS)
+    why = capabilities.mininet_missing()
+    if why:
+        raise RunError(why)
     cc.check_available(spec.algos)
     if spec.switches == "ovs":
         from controller.fabric import fabric
@@ -68,6 +39,10 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
         why = fabric.missing() or fabric.too_fast(spec.graph)
         if why:
             raise RunError(f'switches = "ovs" cannot run this spec here: {why}')
+    for algo in spec.algos:
+        why = capabilities.algo_missing(algo)
+        if why:
+            raise RunError(why)
     element = None
     if spec.wants_delay:
         delays = sorted({lk.spec.delay_ms for lk in spec.graph.links if lk.spec.has_delay})

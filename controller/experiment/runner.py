@@ -47,6 +47,9 @@ class RunOptions:
     results_root: Path = rundir.RESULTS
     on_update: Callable[[LiveState], None] | None = None
     """Called from the monitor thread after every interval."""
+    on_running: Callable[[], None] | None = None
+    """Called once the network is built and programmed, just before traffic starts: a live view starts here,
+    so it only ever shows a running experiment (every refusal comes before)."""
     plots: bool = True
 
 
@@ -140,6 +143,8 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     spec.duration_s,
                     reader if reader.maps else None,
                 )
+                if opts.on_running is not None:
+                    opts.on_running()
                 ex.traffic(net)
                 for lid, dp in ex.dps.items():
                     if isinstance(dp, Bmv2Bottleneck) and not dp.wait_drained():

@@ -43,6 +43,9 @@ class MonitoredFlow:
     """Name of the sending host (whose tcp_info sampler to ask)."""
     links: tuple[str, ...] = ("l1",)
     """The emulated links the flow crosses, in path order."""
+    end_s: float | None = None
+    """When its schedule ends, seconds after traffic starts (None: not known); the live view then keeps its
+    whole-run figures."""
     flow: str = ""
     """The spec's flow this is: an mptcp flow's id for each of its subflows; "" for the flow itself."""
 
@@ -72,6 +75,14 @@ class FlowView:
     q_drops: int = 0
     cwnd_pkts: int | None = None
     srtt_us: int | None = None
+    mean_bps: float = 0.0
+    """Whole-run rate so far: its bytes over the intervals from its first byte to its last (as summary.json)."""
+    ended: bool = False
+    """Its schedule is over: a view shows mean_bps, not the last interval's (zero) rate."""
+    first_t_s: float | None = None
+    """Start of the interval of its first byte."""
+    last_t_s: float = 0.0
+    """End of the interval of its latest byte."""
 
 
 @dataclass
@@ -97,6 +108,16 @@ class LiveState:
     jain: float | None = None
     flows: list[FlowView] = field(default_factory=list)
     links: list[LinkView] = field(default_factory=list)
+
+    @property
+    def ended(self) -> bool:
+        """Every flow's schedule is over: the view shows the run as a whole."""
+        return bool(self.flows) and all(f.ended for f in self.flows)
+
+    @property
+    def jain_run(self) -> float | None:
+        """Jain's index over the flows' whole-run rates so far (summary.json's `jain` at the end)."""
+        return jain([f.mean_bps for f in self.flows])
 
 
 @dataclass
@@ -172,6 +193,7 @@ class Monitor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cclab-monitor", daemon=True)
         self._t0 = 0.0
+        self._prev_t: float | None = None
         self._cpu0 = (0, 0)
         # per link: (flow index, flow, whether the link is the last on the flow's path)
         self._on_link = [
@@ -207,6 +229,11 @@ class Monitor:
             self.series.last = self._read()
         except OSError as exc:  # the data plane may be gone after an error
             log.warning("final counter read failed: %s", exc)
+        # the traffic is over: the last frame a view shows holds every flow's whole-run rate
+        for view in self.live.flows:
+            view.ended = True
+        if self.on_update is not None and self.series.timeseries:
+            self.on_update(self.live)
         return self.series
 
     def _loop(self) -> None:
@@ -294,6 +321,15 @@ class Monitor:
         ts = self.series.timeseries
         for flow, view, (now, was, r), acc in zip(self.flows, self.live.flows, delivered, drops):
             view.rate_bps, view.total_bytes = r, now.fwd_bytes
+            if now.fwd_bytes > was.fwd_bytes:
+                if view.first_t_s is None:  # as summary.json's active_s: from the previous interval's end
+                    view.first_t_s = self._prev_t if self._prev_t is not None else max(0.0, t - self.interval_s)
+                view.last_t_s = t
+            if view.first_t_s is not None and view.last_t_s > view.first_t_s:
+                first = self.series.first.get(flow.links[-1])
+                base = first.flows.get(flow.key, zero).fwd_bytes if first is not None else 0
+                view.mean_bps = (now.fwd_bytes - base) * 8 / (view.last_t_s - view.first_t_s)
+            view.ended = flow.end_s is not None and t >= flow.end_s
             view.rnd_drops, view.q_drops = acc[0], acc[1]
             ts.append(
                 (
@@ -309,6 +345,7 @@ class Monitor:
                     now.fwd_bytes,
                 )
             )
+        self._prev_t = t
         self._sample_tcpinfo(t)
         self._sample_ccstate(t)
         self.live.elapsed_s = t

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import system
+from controller import capabilities, system
 from controller.spec import Spec
 
 RESULTS = system.REPO / "results"
@@ -103,6 +103,7 @@ def manifest(spec: Spec, extra: dict[str, Any]) -> dict[str, Any]:
             "clang": system.tool_version(["clang", "--version"]),
         },
         "host_sysctls": {name: system.read_sysctl(name) for name in sysctls},
+        "capabilities": capabilities.record(),
         **extra,
     }
 

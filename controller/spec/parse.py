@@ -485,28 +485,28 @@ def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]
     return out
 
 
+#: the keys of a spec's top level ([sweep] is controller.experiment.sweep's)
+TOP_KEYS = (
+    "name",
+    "duration_s",
+    "dataplane",
+    "seed",
+    "interval_s",
+    "delay_element",
+    "switches",
+    "controller_app",
+    "topology",
+    "bottleneck",
+    "links",
+    "flows",
+)
+
+
 def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     """Validate a parsed TOML document into a Spec, or raise SpecError."""
     if "sweep" in raw:  # controller.experiment.sweep strips the table before it parses each point
         raise _fail("sweep", "[sweep]", "this spec is a sweep: run it with `cclab sweep`, or run one of its points")
-    _check_keys(
-        raw,
-        "",
-        (
-            "name",
-            "duration_s",
-            "dataplane",
-            "seed",
-            "interval_s",
-            "delay_element",
-            "switches",
-            "controller_app",
-            "topology",
-            "bottleneck",
-            "links",
-            "flows",
-        ),
-    )
+    _check_keys(raw, "", TOP_KEYS)
     name = raw.get("name", path.stem if path else "run")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise _fail("name", name, "must be a non-empty string of letters, digits, - and _")

@@ -4,7 +4,8 @@ It removes Mininet host shells (and with them their namespaces and the
 processes inside), iperf3 processes, cclab's BMv2 switches (and their
 sockets and pidfiles under /run/cclab), cclab-delay processes and their
 capture veth pairs, the dumbbell's switch bridges and veth ports, cclab's
-pinned BPF objects, and cclab's registered algorithms.  It
+pinned BPF objects, cclab's registered algorithms, and puts back the host
+sysctls a killed run left changed (controller/dataplane/sysctls.py).  It
 never touches a network device or process that cclab's naming does not match.
 """
 
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 from controller import cc, system
-from controller.dataplane import delayline
+from controller.dataplane import delayline, sysctls
 from controller.dataplane.kernel import remove_pins
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ def clean() -> list[str]:
         for d in sorted(system.PIN_ROOT.iterdir()):
             done.append(f"bpf pins {d}")
         remove_pins(system.PIN_ROOT)
+    done += sysctls.restore_saved()
     ours = [n for n in cc.available() if n in cc.CCLAB_ALGOS]
     if ours:
         cc.unload(ours)

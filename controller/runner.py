@@ -22,7 +22,7 @@ from typing import Any
 
 from controller import cc, results, summary, system
 from controller.ccstate import CcStateReader
-from controller.dataplane import DataPlaneError, FlowKey, delay
+from controller.dataplane import DataPlaneError, FlowKey, delay, sysctls
 from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredFlow, MonitoredLink
@@ -66,6 +66,8 @@ class RunOptions:
     on_update: Callable[[LiveState], None] | None = None
     """Called from the monitor thread after every interval."""
     plots: bool = True
+    host_sysctls: bool = True
+    """Set the host sysctls of dataplane/sysctls.py for the run (put back on teardown); False keeps the host's."""
 
 
 @dataclass
@@ -301,6 +303,8 @@ class _Experiment:
     monitor: Monitor | None = None
     ccstate_columns: list[str] = field(default_factory=list)
     notes_host: dict[str, Any] = field(default_factory=dict)
+    host_sysctls: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Host sysctls changed for the run: name -> {"was", "set"}, put back on teardown (dataplane/sysctls.py)"""
 
     def __post_init__(self) -> None:
         self.paths = {f.id: flow_path(self.spec.graph, f) for f in self.spec.flows}
@@ -321,7 +325,12 @@ class _Experiment:
             node = load_p4switch_module()
             p4_params = dict(cls=node.Bmv2Switch, json_path=P4_JSON, p4info_path=P4_INFO, log_dir=self.run_dir)
         topo = mod.GraphTopo(graph=self.spec.graph, bmv2=bmv2, p4_params=p4_params)
-        net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
+        tuned = sysctls.NetworkSysctls(self.opts.host_sysctls)
+        self.teardowns.append(tuned.restore)
+        self.host_sysctls = tuned.changed
+        net = tuned.build(
+            lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
+        )
         self.teardowns.append(net.stop)
         net.start()
         # ARP is static: the P4 program forwards IPv4 only, and on every target an ARP request dropped by a
@@ -517,6 +526,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     "delay_applied": bool(ex.delays),
                     "delay_element": element if ex.delays else None,
                     "hosts": ex.notes_host,
+                    "host_sysctls_changed": ex.host_sysctls,
                     "links": ex.describe_links(),
                 }
                 first = next(iter(ex.dps.values()))

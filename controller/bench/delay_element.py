@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import runner, system
+from controller.dataplane import sysctls
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from hosts import traffic
 
@@ -115,7 +116,9 @@ def delay(
     say = progress or (lambda _m: None)
     setLogLevel("error")
     mod = runner.load_topology_module()
-    net = Mininet(mod.Dumbbell(pairs=1), switch=mod.CclabBridge, host=mod.CclabHost, controller=None)
+    tuned = sysctls.NetworkSysctls()
+    topo = mod.Dumbbell(pairs=1)
+    net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
     dp = KernelBottleneck("bench-delay", "s1-eth1", "s2-eth1", fwd_delay_devs=("s2-eth2",), rev_delay_devs=("s2-eth1",))
     probe = system.REPO / "tests" / "test_delay.py"
     points: list[dict[str, Any]] = []
@@ -142,6 +145,7 @@ def delay(
     finally:
         dp.teardown()
         net.stop()
+        tuned.restore()
     good = [p for p in points if _delay_ok(p)]
     return {
         "bench": "delay",

@@ -49,8 +49,7 @@ def delay_point(net: Any, dp: Any, rate_mbps: float, seconds: float, probe: Path
 
     h1, r1 = net.get("h1"), net.get("r1")
     dp.apply(LinkParams(rate_bps=int(rate_mbps * 1e6), queue_pkts=1000, delay_ms=DELAY_BENCH_MS))
-    line = dp._delay_line
-    before = line.stats()["lines"] if line is not None else []
+    before = (dp.delay_stats_now() or {}).get("lines", [])
     srv = r1.popen(["iperf3", "-s", "-1", "-B", DUMBBELL_R1, "-p", "5311"], stdout=subprocess.DEVNULL)
     rx = h1.popen([sys.executable, str(probe), "recv", DUMBBELL_H1, str(DELAY_PROBE_PORT), "1.0"], text=True)
     try:
@@ -79,7 +78,7 @@ def delay_point(net: Any, dp: Any, rate_mbps: float, seconds: float, probe: Path
                 p.wait()
     end = json.loads(out)["end"]
     achieved = float(end["sum_received"]["bits_per_second"])
-    after = line.stats() if line is not None else {}
+    after = dp.delay_stats_now() or {}
     drops = sum(a["socket_drops"] + a["tx_errors"] for a in after.get("lines", [])) - sum(
         b["socket_drops"] + b["tx_errors"] for b in before
     )

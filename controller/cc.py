@@ -1,12 +1,18 @@
 """Congestion-control algorithms on this host: what the kernel offers, what cclab loads.
 
 A user names an algorithm once.  cclab's own (hosts/cc/) load as kernel
-modules where the kernel takes modules and a built tcp_<name>.ko matches its
-release (the lab VM), and as eBPF struct_ops otherwise; same name either way.
+modules where the kernel takes modules and a tcp_<name>.ko is built for its
+release (hosts/cc/build/kmod/<release>/: the lab VM builds its own), and as
+eBPF struct_ops otherwise; same name either way.  The exception is mptcpw:
+only its eBPF form couples the subflows of a connection (the module cannot
+reach the MPTCP token), so it loads as eBPF wherever the kernel takes that
+form (6.2 and newer: bpf_rdonly_cast), and as the uncoupled module only where
+it does not.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from dataclasses import dataclass
@@ -27,6 +33,8 @@ BPF_DIR = CC_DIR / "build" / "bpf"
 KMOD_DIR = CC_DIR / "build" / "kmod"
 ALGOS_TOML = CC_DIR / "algos.toml"
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+#: algorithms whose eBPF form does more than their module, and what
+EBPF_FIRST = {"mptcpw": "coupled subflows (its module runs each subflow alone)"}
 
 
 class CcError(RuntimeError):
@@ -39,7 +47,7 @@ class AlgoStatus:
     ours: bool
     loaded: bool
     form: str
-    """How it is (or would be) present: builtin, ebpf, ebpf (not built), unavailable."""
+    """How it is (or would be) present: kernel, builtin, module, ebpf, ebpf (not built: ...)."""
 
 
 def available() -> list[str]:
@@ -53,8 +61,9 @@ def bpf_object(name: str) -> Path:
     return BPF_DIR / f"{name}.bpf.o"
 
 
-def kernel_module(name: str) -> Path:
-    return KMOD_DIR / f"tcp_{name}.ko"
+def kernel_module(name: str, release: str | None = None) -> Path:
+    """Where tcp_<name>.ko for a kernel release (default: this kernel's) is built."""
+    return KMOD_DIR / (release or system.kernel_release()) / f"tcp_{name}.ko"
 
 
 def takes_modules() -> bool:
@@ -85,9 +94,20 @@ def _loaded_as_module(name: str) -> bool:
         return False
 
 
-def form(name: str) -> str:
-    """How cclab loads one of its algorithms on this kernel: "module" or "ebpf"."""
-    return "module" if module_matches(name) else "ebpf"
+def loaded_form(name: str) -> str:
+    """How an algorithm is registered now: "module", "ebpf" (struct_ops), "builtin" or "absent"."""
+    if name not in available():
+        return "absent"
+    if _loaded_as_module(name):
+        return "module"
+    proc = system.run(["bpftool", "-j", "struct_ops", "show"], check=False)
+    try:
+        maps = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else []
+    except ValueError:
+        maps = []
+    if any(m.get("name") == name for m in (maps if isinstance(maps, list) else [maps])):
+        return "ebpf"
+    return "builtin"
 
 
 def extras(name: str) -> list[str]:
@@ -104,7 +124,9 @@ def status() -> list[AlgoStatus]:
     have = available()
     out = [AlgoStatus(n, False, True, "kernel") for n in have if n not in CCLAB_ALGOS]
     for n in CCLAB_ALGOS:
-        if module_matches(n):
+        if n in have:
+            how = loaded_form(n)
+        elif module_matches(n) and not (n in EBPF_FIRST and bpf_object(n).exists()):
             how = "module"
         else:
             how = "ebpf" if bpf_object(n).exists() else "ebpf (not built: run `make build`)"
@@ -142,24 +164,43 @@ def load(names: list[str] | tuple[str, ...]) -> list[str]:
             raise CcError(f"{n} is not one of cclab's algorithms ({', '.join(CCLAB_ALGOS)}) nor in this kernel")
         if n in available():
             continue
-        if module_matches(n):
-            args = ["insmod", str(kernel_module(n))]
-        else:
-            obj = bpf_object(n)
-            if not obj.exists():
-                raise CcError(f"{obj} is missing; run `make build`")
-            args = ["bpftool", "struct_ops", "register", str(obj)]
         try:
-            system.run(args)
-        except system.SystemError_ as exc:
+            args = _load_one(n)
+        except CcError:
             unload(done)
-            raise CcError(f"loading {n}: {exc}") from None
+            raise
         if n not in available():
             unload(done + [n])
             raise CcError(f"{n} registered but is not in {AVAILABLE}")
         log.info("loaded %s (%s)", n, "module" if args[0] == "insmod" else "eBPF struct_ops")
         done.append(n)
     return done
+
+
+def _load_one(n: str) -> list[str]:
+    """Register one of cclab's algorithms in the form this kernel takes best; the command that did it."""
+    obj = bpf_object(n)
+    ebpf = ["bpftool", "struct_ops", "register", str(obj)]
+    module = ["insmod", str(kernel_module(n))]
+    has_module = module_matches(n)
+    if has_module and not (n in EBPF_FIRST and obj.exists()):
+        first, fallback = module, None
+    elif obj.exists():
+        first, fallback = ebpf, (module if has_module else None)
+    else:
+        raise CcError(f"{obj} is missing; run `make build`")
+    try:
+        system.run(first)
+        return first
+    except system.SystemError_ as exc:
+        if fallback is None:
+            raise CcError(f"loading {n}: {exc}") from None
+        log.warning("%s: this kernel refused the eBPF form (%s); loading the module, without %s", n, exc, EBPF_FIRST[n])
+    try:
+        system.run(fallback)
+    except system.SystemError_ as exc:
+        raise CcError(f"loading {n}: {exc}") from None
+    return fallback
 
 
 def unload(names: list[str] | tuple[str, ...]) -> None:

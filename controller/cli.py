@@ -17,15 +17,16 @@ from rich.console import Console
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from controller import bench, cc, clean, executors, runner, spec, sweep, system, vm
+from controller import bench, cc, clean, spec, system, vm
 from controller.dataplane import DataPlaneError
-from controller.live import final_table, render
-from controller.monitor import LiveState
+from controller.experiment import executors, preflight, runner, sweep
+from controller.measure.live import final_table, render
+from controller.measure.monitor import LiveState
 from hosts.traffic import TrafficError
 
 EXPECTED = (
     spec.SpecError,
-    runner.RunError,
+    preflight.RunError,
     cc.CcError,
     DataPlaneError,
     TrafficError,
@@ -128,7 +129,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return 0
     s = spec.load(Path(args.spec))
     out.print(f"{args.spec}: ok ({len(s.flows)} flows, algorithms {', '.join(s.algos)})")
-    missing = runner.dataplane_missing(s.dataplane)
+    missing = preflight.dataplane_missing(s.dataplane)
     if missing:  # valid, but this machine cannot run it: say what is missing (one plain line)
         print(f"cclab: dataplane = {s.dataplane!r} cannot run here: {missing}", file=sys.stderr)
     return 0
@@ -196,7 +197,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from controller import report
+    from controller.results import report
 
     written = report.write(Path(args.sweep_dir), Path(args.out) if args.out else None)
     for p in written:
@@ -213,7 +214,7 @@ def _cmd_clean(_args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from controller import plots
+    from controller.results import plots
 
     for p in plots.plot_run(Path(args.run_dir)):
         out.print(str(p))

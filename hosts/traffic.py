@@ -1,10 +1,10 @@
-"""Traffic between Mininet hosts: iperf3 TCP flows and on-off UDP; readiness by polling.
+"""Traffic between Mininet hosts: iperf3 TCP flows, on-off UDP and MPTCP connections; readiness by polling.
 
 Each flow gets its own server port and a fixed client data port (--cport),
 so the data plane's 5-tuple counters name the flow exactly; each generator's
 own JSON is kept next to the results.  A TCP flow sends for its duration or
 transfers a fixed number of bytes (its completion time is recorded); an
-on-off UDP flow is hosts/udp_onoff.py.
+on-off UDP flow is hosts/udp_onoff.py, an MPTCP connection hosts/mptcp_bulk.py.
 """
 
 from __future__ import annotations
@@ -92,6 +92,27 @@ class _Generator:
         for f in self._files:
             f.close()
         self._files.clear()
+
+    def _wait_ready(self, name: str, what: str, timeout_s: float) -> None:
+        """Wait for the server's first line, {"ready": true}, in <flow>.<name>.json."""
+        assert self.server is not None
+        path = self.out_dir / f"{self.flow_id}.{name}.json"
+        deadline = time.monotonic() + timeout_s
+        while not path.read_bytes().startswith(b'{"ready"'):
+            if self.server.poll() is not None:
+                raise TrafficError(f"{self.flow_id}: {what} exited ({self.server.returncode})")
+            if time.monotonic() > deadline:
+                raise TrafficError(f"{self.flow_id}: {what} not listening after {timeout_s:g} s")
+            time.sleep(0.01)
+
+    def _json(self, name: str) -> dict[str, Any]:
+        """The last JSON line of <flow>.<name>.json (the tool's report), {} if there is none yet."""
+        try:
+            lines = (self.out_dir / f"{self.flow_id}.{name}.json").read_text().splitlines()
+            data: dict[str, Any] = json.loads(lines[-1])
+            return data
+        except (OSError, ValueError, IndexError):
+            return {}
 
     def _client_error(self) -> str | None:
         if self.client is not None and self.client.returncode not in (0, None, -signal.SIGINT):
@@ -191,15 +212,7 @@ class UdpOnOffFlow(_Generator):
         self.server = host.popen(args, stdout=self._out(f"{self.flow_id}.sink.json"), stderr=subprocess.PIPE)
 
     def wait_server(self, timeout_s: float = 5.0) -> None:
-        assert self.server is not None
-        path = self.out_dir / f"{self.flow_id}.sink.json"
-        deadline = time.monotonic() + timeout_s
-        while not path.read_bytes().startswith(b'{"ready"'):
-            if self.server.poll() is not None:
-                raise TrafficError(f"{self.flow_id}: UDP sink exited ({self.server.returncode})")
-            if time.monotonic() > deadline:
-                raise TrafficError(f"{self.flow_id}: UDP sink not bound after {timeout_s:g} s")
-            time.sleep(0.01)
+        self._wait_ready("sink", "UDP sink", timeout_s)
 
     def start_client(self, host: Any) -> None:
         args = [
@@ -208,14 +221,6 @@ class UdpOnOffFlow(_Generator):
             "--on-s", f"{self.on_s:g}", "--off-s", f"{self.off_s:g}", "--on-off", self.on_off, "--seed", str(self.seed),
         ]  # fmt: skip
         self.client = host.popen(args, stdout=self._out(f"{self.flow_id}.send.json"), stderr=subprocess.PIPE)
-
-    def _json(self, name: str) -> dict[str, Any]:
-        try:
-            lines = (self.out_dir / f"{self.flow_id}.{name}.json").read_text().splitlines()
-            data: dict[str, Any] = json.loads(lines[-1])
-            return data
-        except (OSError, ValueError, IndexError):
-            return {}
 
     def result(self) -> dict[str, Any]:
         """The sender's report: on periods [(start_s, end_s, bytes)], totals, the seed."""
@@ -232,3 +237,43 @@ class UdpOnOffFlow(_Generator):
     def error(self) -> str | None:
         bad = self._client_error()
         return None if bad is None else f"udp_onoff: {bad}"
+
+
+MPTCP_TOOL = Path(__file__).resolve().parent / "mptcp_bulk.py"
+
+
+@dataclass
+class MptcpFlow(_Generator):
+    """One MPTCP connection (hosts/mptcp_bulk.py): a sink listening on every address of the receiver, a
+    sender whose first subflow leaves from src_ip:client_port; the kernel adds the other subflows."""
+
+    algo: str = "cubic"
+
+    def start_server(self, host: Any) -> None:
+        # on every address: the second subflow joins at the receiver's address on the other path
+        args = [sys.executable, str(MPTCP_TOOL), "sink", "0.0.0.0", str(self.server_port)]
+        self.server = host.popen(args, stdout=self._out(f"{self.flow_id}.sink.json"), stderr=subprocess.PIPE)
+
+    def wait_server(self, timeout_s: float = 5.0) -> None:
+        self._wait_ready("sink", "MPTCP sink", timeout_s)
+
+    def start_client(self, host: Any) -> None:
+        args = [
+            sys.executable, str(MPTCP_TOOL), "send", self.src_ip, str(self.client_port), self.dst_ip,
+            str(self.server_port), "--duration-s", f"{self.duration_s:g}", "--cc", self.algo,
+        ]  # fmt: skip
+        self.client = host.popen(args, stdout=self._out(f"{self.flow_id}.send.json"), stderr=subprocess.PIPE)
+
+    def report(self) -> dict[str, Any]:
+        """Bytes the application sent and the receiver read (payload, not wire bytes)."""
+        return {"offered_bytes": self._json("send").get("sent"), "received_bytes": self._json("sink").get("received")}
+
+    def goodput_bps(self) -> float | None:
+        """The sink's received bytes over its own time from first byte to last (as iperf3's receiver counts)."""
+        sink = self._json("sink")
+        got, secs = sink.get("received"), sink.get("seconds")
+        return None if got is None or not secs else got * 8 / secs
+
+    def error(self) -> str | None:
+        bad = self._client_error()
+        return None if bad is None else f"mptcp: {bad}"

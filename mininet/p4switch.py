@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # `mn --custom` runs from anywhere
     sys.path.insert(0, str(REPO))
 
-from controller.p4runtime import P4RuntimeClient, P4RuntimeError  # noqa: E402
+from controller.dataplane.p4runtime import P4RuntimeClient, P4RuntimeError  # noqa: E402
 
 BUILD_P4 = REPO / "build" / "p4"
 JSON = BUILD_P4 / "bottleneck.json"

@@ -1,6 +1,6 @@
 """cclab topologies and nodes for Mininet (Linux-bridge switches, no OVS needed).
 
-Every network is a graph of hosts, switches and links (controller/network.py);
+Every network is a graph of hosts, switches and links (controller/network/);
 the presets expand into one, and `GraphTopo` builds any graph:
 
 - a link with a delay gets a delay node d<link> (a Linux bridge) in its
@@ -17,6 +17,8 @@ By hand, with Mininet alone (the data plane is then not programmed):
     sudo mn --custom mininet/topologies.py --topo dumbbell,4 \\
         --switch cclabbr --host cclabhost --controller none
     sudo mn --custom mininet/topologies.py --topo parking_lot,3 \\
+        --switch cclabbr --host cclabhost --controller none
+    sudo mn --custom mininet/topologies.py --topo multipath,2,1 \\
         --switch cclabbr --host cclabhost --controller none
 
 This file is loaded by path (it is not a package: a package named `mininet`
@@ -39,7 +41,8 @@ REPO = Path(inspect.currentframe().f_code.co_filename).resolve().parents[1]  # t
 if str(REPO) not in sys.path:  # `mn --custom` runs from anywhere
     sys.path.insert(0, str(REPO))
 
-from controller.network import PREFIX_LEN, Graph, GraphError, Link, LinkSpec, dumbbell, parking_lot  # noqa: E402
+from controller.network import PREFIX_LEN, Graph, GraphError, Link, LinkSpec  # noqa: E402
+from controller.network.presets import dumbbell, multipath, parking_lot  # noqa: E402
 
 #: Offloads off: loss and queueing must act on wire-size packets (with GSO on,
 #: tc sees 64 KB super-packets).
@@ -152,6 +155,14 @@ class ParkingLot(GraphTopo):
         super().build(parking_lot(hops, BY_HAND, cross=cross), **kw)
 
 
-topos = {"dumbbell": Dumbbell, "parking_lot": ParkingLot}
+class Multipath(GraphTopo):
+    """Two disjoint paths h0 -- s1 == l1 == s2 -- r0 and h0 -- s3 == l2 == s4 -- r0, each its own subnet;
+    background pairs on path 1 and path 2."""
+
+    def build(self, background1: int = 0, background2: int = 0, **kw: Any) -> None:  # type: ignore[override]
+        super().build(multipath((background1, background2), BY_HAND), **kw)
+
+
+topos = {"dumbbell": Dumbbell, "parking_lot": ParkingLot, "multipath": Multipath}
 switches = {"cclabbr": CclabBridge}
 hosts = {"cclabhost": CclabHost}

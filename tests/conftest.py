@@ -187,7 +187,7 @@ def kernel_dumbbell(
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller.runner import load_topology_module
+    from controller.experiment.topology import load_topology_module
 
     setLogLevel("error")
     mod = load_topology_module()
@@ -218,16 +218,17 @@ def bmv2_dumbbell(
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller import network, runner
+    from controller import network
+    from controller.experiment import build, topology
 
     assert not pids("simple_switch_grpc"), "a simple_switch_grpc is already running"
     proc = compile_p4(out)
     assert proc.returncode == 0, proc.stderr
     setLogLevel("error")
-    mod = runner.load_topology_module()
-    node = runner.load_p4switch_module()
+    mod = topology.load_topology_module()
+    node = topology.load_p4switch_module()
     # the one-pair dumbbell as cclab builds it for bmv2: s1 -- pl1 (BMv2) -- s2, the bottleneck pl1 -> s2
-    graph = network.dumbbell(1, network.LinkSpec(rate_mbps=params.rate_bps / 1e6))
+    graph = network.presets.dumbbell(1, network.LinkSpec(rate_mbps=params.rate_bps / 1e6))
     p4 = dict(cls=node.Bmv2Switch, json_path=out / "bottleneck.json", p4info_path=out / "bottleneck.p4info.txtpb")
     topo = mod.GraphTopo(graph=graph, bmv2=True, p4_params={**p4, "log_dir": out})
     net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
@@ -238,7 +239,7 @@ def bmv2_dumbbell(
         node.checksum_offload_off(net.hosts)
         sw = net.get("pl1")
         a, back = sw.intf("pl1-eth2"), sw.intf("pl1-eth1")
-        routes = runner.p4_routes(graph, graph.links[0], sw.ports[a], sw.ports[back])
+        routes = build.p4_routes(graph, graph.links[0], sw.ports[a], sw.ports[back])
         dp = Bmv2Bottleneck(run_id, sw, sw.ports[a], "pl1-eth2", "s2-eth1", routes=routes, flows=flows)
         dp.setup(params, seed=7, use_delay=False)
         yield net, dp

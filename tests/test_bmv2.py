@@ -22,7 +22,7 @@ import pytest
 from controller.dataplane import FlowCounters, FlowKey
 from controller.dataplane.bmv2 import Bmv2Bottleneck, queue_rate_pps
 from controller.dataplane.kernel import LinkParams
-from controller.metrics import binomial_interval
+from controller.measure.metrics import binomial_interval
 from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, P4C, bmv2_dumbbell, compile_p4
 from tests.conftest import pids as _pids  # noqa: F401 (tests/test_bmv2_run.py imports it from here)
 

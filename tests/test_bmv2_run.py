@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from controller import runner, spec
+from controller import spec
 from controller.dataplane.bmv2 import queue_rate_pps
-from controller.metrics import binomial_interval
+from controller.experiment import preflight, runner
+from controller.measure.metrics import binomial_interval
 from tests.conftest import CCLAB, REPO, leftovers
 from tests.test_bmv2 import _pids
 
@@ -32,7 +33,7 @@ pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(bool(_missing), reason=f"{', '.join(_missing)} not on PATH (install p4c and BMv2 with PI)"),
     pytest.mark.skipif(
-        not runner.P4_JSON.exists(), reason=f"{runner.P4_JSON} is not built (run `make build` with p4c on PATH)"
+        not preflight.P4_JSON.exists(), reason=f"{preflight.P4_JSON} is not built (run `make build` with p4c on PATH)"
     ),
 ]
 

@@ -1,25 +1,39 @@
 """mptcpw couples the subflows of one MPTCP connection over two real paths.
 
-Two namespaces joined by two veth pairs, each path shaped to 50 Mbit/s; the
-server announces its second address, so the connection runs two subflows.
-Checked: both subflows carry data, and both find the same coupling state
-(the connection's MPTCP token, two live subflows, delta_s < 1 on each).
+Two namespaces joined by two veth pairs, each path shaped by HTB; the server
+announces its second address, so the connection runs two subflows.  Checked:
+cclab loaded mptcpw's coupled form (eBPF struct_ops: `bpftool struct_ops
+show` lists it, /proc/modules has no tcp_mptcpw), both subflows carry data,
+and both find the same coupling state (the connection's MPTCP token, two live
+subflows, delta_s < 1 on each: the module form runs each subflow alone, with
+delta_s = 1).
+
+Two cases: without delay (any kernel with MPTCP and struct_ops), and with
+netem delay of 10 and 40 ms on the two paths, which needs netem and a kernel
+with bpf_rdonly_cast (6.2+): where this host lacks either, the lab VM test at
+the end boots the VM (Debian 13, 6.12) and runs that case there, after the
+guest has built the modules for its kernel, so the loader had the uncoupled
+module to choose and took the coupled form.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from controller import cc, system
-from controller.ccstate import CcStateReader
+from controller.measure.ccstate import CcStateReader
 from hosts.tcpinfo import TcpInfoSampler
+from tests.conftest import REPO, lab_vm_missing
 
 pytestmark = pytest.mark.root
 
@@ -27,7 +41,32 @@ TOOL = Path(__file__).with_name("mptcp_tool.py")
 A, B = "ccm-a", "ccm-b"
 PATHS = (("ma1", "mb1", "10.71.1"), ("ma2", "mb2", "10.71.2"))
 PORT = 5399
-SECONDS = 4.0
+#: the subflows' minimum RTT against the path's netem delay (one way, data direction only)
+RTT_TOL_MS = 3.0
+
+
+@dataclass(frozen=True)
+class Case:
+    rate_mbit: int
+    """HTB rate of each path."""
+    delays_ms: tuple[int, int]
+    """netem delay on each path's data direction (0: no netem)."""
+    seconds: float
+    """Length of the transfer."""
+
+
+CASES = {
+    "no-delay": Case(rate_mbit=50, delays_ms=(0, 0), seconds=4.0),
+    # software-emulated in the lab VM: rates it carries with room, and time for the 40 ms path to grow
+    "netem": Case(rate_mbit=20, delays_ms=(10, 40), seconds=6.0),
+}
+
+
+def _netem_missing() -> str | None:
+    probe = ["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        return f"no netem in this kernel ({system.kernel_release()}); the lab VM test below runs this case there"
+    return None
 
 
 def _ip(*args: str) -> None:
@@ -38,14 +77,17 @@ def _in(ns: str, *args: str) -> None:
     subprocess.run(["ip", "netns", "exec", ns, *args], check=True, capture_output=True, text=True)
 
 
-@pytest.fixture
-def two_paths() -> Iterator[None]:
+@pytest.fixture(params=sorted(CASES))
+def two_paths(request: pytest.FixtureRequest) -> Iterator[Case]:
+    case = CASES[request.param]
+    if any(case.delays_ms) and (why := _netem_missing()):
+        pytest.skip(why)
     try:
         for ns in (A, B):
             _ip("netns", "add", ns)
             _in(ns, "sysctl", "-q", "-w", "net.mptcp.enabled=1")
             _in(ns, "ip", "link", "set", "lo", "up")
-        for a, b, net in PATHS:
+        for (a, b, net), delay_ms in zip(PATHS, case.delays_ms):
             _ip("link", "add", a, "netns", A, "type", "veth", "peer", "name", b, "netns", B)
             _in(A, "ip", "addr", "add", f"{net}.1/24", "dev", a)
             _in(B, "ip", "addr", "add", f"{net}.2/24", "dev", b)
@@ -53,18 +95,53 @@ def two_paths() -> Iterator[None]:
                 _in(ns, "ip", "link", "set", dev, "up")
                 _in(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
             _in(A, "tc", "qdisc", "add", "dev", a, "root", "handle", "1:", "htb", "default", "1")
-            _in(A, "tc", "class", "add", "dev", a, "parent", "1:", "classid", "1:1", "htb", "rate", "50mbit")
+            _in(
+                A,
+                "tc",
+                "class",
+                "add",
+                "dev",
+                a,
+                "parent",
+                "1:",
+                "classid",
+                "1:1",
+                "htb",
+                "rate",
+                f"{case.rate_mbit}mbit",
+            )
+            if delay_ms:
+                _in(
+                    A,
+                    "tc",
+                    "qdisc",
+                    "add",
+                    "dev",
+                    a,
+                    "parent",
+                    "1:1",
+                    "netem",
+                    "delay",
+                    f"{delay_ms}ms",
+                    "limit",
+                    "10000",
+                )
         for ns in (A, B):
             _in(ns, "ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "2")
         _in(B, "ip", "mptcp", "endpoint", "add", f"{PATHS[1][2]}.2", "dev", PATHS[1][1], "signal")
-        yield
+        yield case
     finally:
         for ns in (A, B):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-def test_two_subflows_share_one_coupling_state(two_paths: None) -> None:
+def test_two_subflows_share_one_coupling_state(two_paths: Case) -> None:
+    case = two_paths
+    module_there = cc.module_matches("mptcpw")
+    if os.environ.get("CCLAB_IN_VM") == "1":
+        assert module_there, f"{cc.kernel_module('mptcpw')} is not built: the loader had no module to pass over"
     loaded = cc.load(["mptcpw"])
+    form = cc.loaded_form("mptcpw")
     reader = CcStateReader(["mptcpw"])
     server = client = None
     try:
@@ -76,7 +153,7 @@ def test_two_subflows_share_one_coupling_state(two_paths: None) -> None:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         client = subprocess.Popen(
             ["ip", "netns", "exec", A, sys.executable, str(TOOL), "client", f"{PATHS[0][2]}.2", str(PORT),
-             str(SECONDS), "mptcpw"],
+             str(case.seconds), "mptcpw"],
             stdout=subprocess.PIPE,
             text=True,
         )  # fmt: skip
@@ -88,13 +165,15 @@ def test_two_subflows_share_one_coupling_state(two_paths: None) -> None:
         sampler = TcpInfoSampler(client.pid)
         try:
             acked: dict[str, int] = {}
+            min_rtt_us: dict[str, int] = {}
             states: dict[str, dict[str, int]] = {}
-            deadline = time.monotonic() + SECONDS - 0.5
+            deadline = time.monotonic() + case.seconds - 0.5
             while time.monotonic() < deadline:
                 time.sleep(0.25)
                 for s in sampler.sample():
                     if s.dport == PORT and s.algo == "mptcpw":
                         acked[s.src] = s.bytes_acked
+                        min_rtt_us[s.src] = s.min_rtt_us
                 for _algo, key, row in reader.read():
                     if key.dport == PORT:
                         states[key.src] = row
@@ -110,6 +189,8 @@ def test_two_subflows_share_one_coupling_state(two_paths: None) -> None:
         reader.close()
         cc.unload(loaded)
 
+    print(f"\nmptcpw ({form}) over {case}: bytes acked {acked}, min RTT us {min_rtt_us}")
+    assert form == "ebpf", f"mptcpw loaded as {form}, not its coupled eBPF form (module built: {module_there})"
     assert received == sent, f"received {received} of {sent} bytes"
     paths = {f"{net}.1" for _a, _b, net in PATHS}
     assert set(acked) == paths, f"subflows seen with mptcpw: {acked}"
@@ -121,3 +202,30 @@ def test_two_subflows_share_one_coupling_state(two_paths: None) -> None:
     for src, row in states.items():
         assert row["subflows"] == 2, f"{src}: coupling state sees {row['subflows']} subflows"
         assert 0 < row["delta_x65536"] < 65536, f"{src}: delta_s = {row['delta_x65536'] / 65536:.3f}, not coupled"
+    for (_a, _b, net), delay_ms in zip(PATHS, case.delays_ms):
+        got_ms = min_rtt_us[f"{net}.1"] / 1000
+        assert delay_ms <= got_ms <= delay_ms + RTT_TOL_MS, f"path {net}: min RTT {got_ms} ms, netem {delay_ms} ms"
+
+
+@pytest.mark.slow
+def test_coupled_mptcpw_with_netem_in_the_lab_vm() -> None:
+    """The netem case above, in the lab VM: the guest builds the modules for its kernel (so the uncoupled
+    tcp_mptcpw.ko is there to choose), then runs it; its JUnit report says it ran and passed."""
+    why = lab_vm_missing()
+    if why:
+        pytest.skip(why)
+    from controller import vm
+
+    out = REPO / "build" / "vm-test"
+    out.mkdir(parents=True, exist_ok=True)
+    junit = out / "mptcp-netem.xml"
+    junit.unlink(missing_ok=True)
+    test = f"{Path(__file__).relative_to(REPO)}::test_two_subflows_share_one_coupling_state[netem]"
+    argv = ["sh", "-c", 'make -s -C hosts/cc kmod && exec python3 -m pytest -p no:cacheprovider -s -rA "$0"', test]
+    res = vm.run_in_vm(argv, timeout_s=600, env={"PYTEST_ADDOPTS": f"--junitxml={junit}"})
+    print(f"\nlab VM: kernel {res.kernel}, {res.accel}, {res.elapsed_s:.0f} s\n{res.output[-1500:]}")
+    assert res.returncode == 0, f"in the lab VM: exit {res.returncode}:\n{res.output[-3000:]}"
+    suite = ET.parse(junit).getroot()
+    suite = suite if suite.tag == "testsuite" else suite[0]
+    counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+    assert counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, counts

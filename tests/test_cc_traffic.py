@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from controller import cc, runner, spec
+from controller import cc, spec
+from controller.experiment import runner
 from tests.conftest import CCLAB, REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_host")]

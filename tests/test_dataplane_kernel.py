@@ -19,7 +19,7 @@ import pytest
 
 from controller.dataplane import FlowCounters, FlowKey
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
-from controller.metrics import binomial_interval
+from controller.measure.metrics import binomial_interval
 from tests.conftest import kernel_dumbbell
 
 pytestmark = pytest.mark.root

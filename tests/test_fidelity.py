@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from controller import runner, spec, summary
+from controller import spec
 from controller.dataplane import FlowCounters, Snapshot
-from controller.monitor import Series
+from controller.experiment import runner
+from controller.measure.monitor import Series
+from controller.results import summary
 
 RATE_BPS = 10e6
 

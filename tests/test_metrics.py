@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from controller.metrics import binomial_interval, jain
+from controller.measure.metrics import binomial_interval, jain
 
 
 def test_jain_equal_shares_is_one() -> None:

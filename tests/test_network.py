@@ -64,6 +64,29 @@ dst = "b1"
 """
 
 
+MULTIPATH = """
+name = "m"
+duration_s = 5
+[topology]
+kind = "multipath"
+background = [2, 1]
+[bottleneck]
+rate_mbps = 10
+[links.l2]
+rate_mbps = 6
+delay_ms = 80
+[[flows]]
+kind = "mptcp"
+algo = "mptcpw"
+src = "h0"
+dst = "r0"
+[[flows]]
+algo = "reno"
+src = "h3"
+dst = "r3"
+"""
+
+
 def _parse(text: str) -> spec.Spec:
     return spec.parse(tomllib.loads(text))
 
@@ -74,7 +97,7 @@ def _paths(s: spec.Spec) -> dict[str, list[str]]:
 
 
 def test_dumbbell_keeps_its_addresses_and_one_bottleneck() -> None:
-    g = network.dumbbell(3, network.LinkSpec(rate_mbps=10))
+    g = network.presets.dumbbell(3, network.LinkSpec(rate_mbps=10))
     assert [g.addresses[(h, 0)] for h in ("h1", "h3", "r1", "r3")] == ["10.0.1.1", "10.0.1.3", "10.0.2.1", "10.0.2.3"]
     assert [e.id for e in g.emulated()] == ["l1"]
     assert [e.id for e in g.emulated_on(g.path("h2", "r2", 0))] == ["l1"]
@@ -126,9 +149,49 @@ def test_udp_onoff_and_finite_flows_parse() -> None:
     assert s.algos == ("cubic", "reno"), "UDP flows load no algorithm"
 
 
+def test_multipath_two_paths_each_its_own_subnet_and_an_mptcp_flow_on_both() -> None:
+    from controller.experiment.build import counted
+
+    s = _parse(MULTIPATH)
+    g = s.graph
+    assert [(e.id, e.src, e.dst) for e in g.emulated()] == [("l1", "s1", "s2"), ("l2", "s3", "s4")]
+    assert g.host_segments("h0") == g.host_segments("r0") == [0, 1]
+    assert g.host_segments("h3") == [1], "the third background pair is on path 2"
+    assert (g.addresses[("h0", 0)], g.addresses[("h0", 1)]) == ("10.0.1.1", "10.1.1.1")
+    mp = s.flows[0]
+    assert (mp.kind, mp.subflow_segments, mp.is_tcp) == ("mptcp", (0, 1), True)
+    parts = {c.id: c for c in counted(g, s.flows)}
+    assert list(parts) == ["f1.1", "f1.2", "f2"]
+    one, two = parts["f1.1"], parts["f1.2"]
+    assert [e.id for e in one.path.links] == ["l1"] and [e.id for e in two.path.links] == ["l2"]
+    assert (one.path.base_rtt_ms, two.path.base_rtt_ms) == (0.0, 160.0)
+    assert (one.key.src, one.key.dst, two.key.src, two.key.dst) == ("10.0.1.1", "10.0.2.1", "10.1.1.1", "10.1.2.1")
+    assert one.key.dport == two.key.dport and one.key.sport != two.key.sport, "subflows: one server port, two sources"
+    assert s.algos == ("mptcpw", "reno")
+
+
+def test_via_picks_the_path_of_a_flow_between_two_multihomed_hosts() -> None:
+    text = MULTIPATH.replace('kind = "mptcp"\nalgo = "mptcpw"', 'algo = "reno"').replace(
+        'dst = "r0"', 'dst = "r0"\nvia = "l2"'
+    )
+    s = _parse(text)
+    assert _paths(s)["f1"] == ["l2"]
+
+
 @pytest.mark.parametrize(
     ("text", "field", "value"),
     [
+        # a multipath flow on a single-path topology
+        (
+            PARKING.replace('algo = "reno"\nsrc = "h2"', 'kind = "mptcp"\nalgo = "mptcpw"\nsrc = "h2"'),
+            "flows[1].kind",
+            "mptcp",
+        ),
+        # an mptcp sender that also sends a tcp flow (its one ephemeral port is the second subflow's)
+        (MULTIPATH + '[[flows]]\nalgo = "reno"\nsrc = "h0"\ndst = "r1"\n', "flows[2].src", "h0"),
+        # a path choice naming a link off the flow's paths
+        (MULTIPATH.replace('src = "h3"\ndst = "r3"', 'src = "h3"\ndst = "r3"\nvia = "l1"'), "flows[1].via", "l1"),
+        (MULTIPATH.replace("background = [2, 1]", "background = [2]"), "topology.background", "[2]"),
         # a link naming a missing node
         (GRAPH.replace('a = "b1"\nb = "sw2"', 'a = "b1"\nb = "sw9"'), "topology.links[3].b", "sw9"),
         # a duplicate link

@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from controller import runner, spec
+from controller import spec
+from controller.experiment import preflight, runner
 from controller.spec import tomllib
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 QUEUE_PKTS = 50
-BMV2_MISSING = [t for t in ("p4c-bm2-ss", *runner.BMV2_TOOLS) if shutil.which(t) is None]
+BMV2_MISSING = [t for t in ("p4c-bm2-ss", *preflight.BMV2_TOOLS) if shutil.which(t) is None]
 
 
 def _run(text: str, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
@@ -158,9 +159,66 @@ def test_udp_onoff_offers_its_rate_and_tcp_yields_and_recovers(tmp_path: Path) -
     assert fin["bytes"] >= 3_000_000, f"a 3 MB transfer put {fin['bytes']} bytes through the link"
 
 
+MULTIPATH = """
+name = "mptcp"
+duration_s = 12
+dataplane = "kernel"
+seed = 3
+[topology]
+kind = "multipath"
+background = [1, 1]
+[bottleneck]
+rate_mbps = 10
+queue_pkts = 50
+[links.l1]
+rate_mbps = 10
+queue_pkts = 50
+delay_ms = 10
+[links.l2]
+rate_mbps = 6
+queue_pkts = 50
+delay_ms = 40
+[[flows]]
+kind = "mptcp"
+algo = "mptcpw"
+src = "h0"
+dst = "r0"
+[[flows]]
+algo = "reno"
+src = "h1"
+dst = "r1"
+"""
+
+
+@pytest.mark.usefixtures("clean_host")
+def test_mptcp_over_two_paths_each_subflow_counted_at_its_own_bottleneck(tmp_path: Path) -> None:
+    """One mptcpw connection over paths of 10 Mbit/s, 20 ms RTT and 6 Mbit/s, 80 ms RTT (the delays by this
+    host's delay element), a reno flow beside it on path 1: each subflow crosses and is counted at its own
+    bottleneck only; together they carry what the receiver got; the coupled eBPF form ran, as its own state shows
+    (one MPTCP token on both subflows, each coupling two)."""
+    _dir, summ = _run(MULTIPATH, tmp_path)
+    links = {lk["id"]: lk for lk in summ["links"]}
+    flows = {f["id"]: f for f in summ["flows"]}
+    assert set(flows) == {"f1.1", "f1.2", "f2"}
+    assert set(links["l1"]["flows"]) == {"f1.1", "f2"} and set(links["l2"]["flows"]) == {"f1.2"}
+    one, two = flows["f1.1"], flows["f1.2"]
+    assert (one["path"], two["path"], one["flow"], two["flow"]) == (["l1"], ["l2"], "f1", "f1")
+    for sub in (one, two):
+        assert sub["bytes"] > 1_000_000, f"subflow {sub['id']} carried {sub['bytes']} bytes"
+    assert two["throughput_bps"] < 6.2e6, two
+    [conn] = summ["mptcp"]
+    assert conn["subflows"] == ["f1.1", "f1.2"] and conn["bytes"] == one["bytes"] + two["bytes"]
+    assert conn["coupling"]["coupled"], conn["coupling"]
+    checks = summ["fidelity"]["checks"]
+    assert checks["f1.wire_over_received_bytes"]["ok"], checks["f1.wire_over_received_bytes"]
+    for sid, base in (("f1.1", 20.0), ("f1.2", 80.0)):
+        assert flows[sid]["base_rtt_ms"] == base and checks[f"{sid}.base_rtt_ms"]["ok"], checks[f"{sid}.base_rtt_ms"]
+    assert summ["jain_flows"] == ["f1", "f2"], "whole-run fairness counts the connection once"
+
+
 @pytest.mark.usefixtures("clean_host")
 @pytest.mark.skipif(shutil.which("mn") is None, reason="Mininet's mn is not installed (make deps)")
-@pytest.mark.parametrize("topo", ["dumbbell,2", "parking_lot,2"])
+@pytest.mark.parametrize("topo", ["dumbbell,2", "parking_lot,2", "multipath,0,0"])
 def test_presets_build_by_hand_with_mn_custom(topo: str) -> None:
     """`sudo mn --custom mininet/topologies.py --topo <preset>,...`: every host reaches every other."""
     import subprocess

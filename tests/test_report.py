@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from controller import report, results, sweep
+from controller.experiment import sweep
+from controller.results import report, rundir
 from tests.conftest import CCLAB, REPO
 
 # Student's t quantiles t(0.975, df) from statistical tables, to check the library call against
@@ -73,12 +74,12 @@ def _sweep_dir(tmp_path: Path) -> tuple[Path, dict[tuple[int, int], float]]:
         if pt.key == "p001-r2":
             summ["complete"] = False
             (run_dir / "INCOMPLETE").write_text("")
-        results.write_json(run_dir / "summary.json", summ)
-        results.write_csv(
+        rundir.write_json(run_dir / "summary.json", summ)
+        rundir.write_csv(
             run_dir / "cwnd.csv",
             [{"t_s": 0.1 * i, "flow": "f1", "algo": "reno", "cwnd_pkts": 10 + i} for i in range(20)],
         )
-        results.write_csv(
+        rundir.write_csv(
             run_dir / "ccstate.csv", [{"t_s": 0.1 * i, "flow": "f2", "bwe_bps": 5e6 + i} for i in range(20)]
         )
     sweep.write_manifest(sw, d)
@@ -154,7 +155,7 @@ def test_jain_against_flow_count_when_a_swept_array_sets_the_flows(tmp_path: Pat
         run_dir = d / "runs" / pt.key / f"jf-{pt.key}-20260101T000000Z"
         run_dir.mkdir(parents=True)
         n = 1 if pt.index == 0 else 4
-        results.write_json(run_dir / "summary.json", _summary(0.0, ["reno"] * n, [10.0 / n] * n, 0.99))
+        rundir.write_json(run_dir / "summary.json", _summary(0.0, ["reno"] * n, [10.0 / n] * n, 0.99))
     sweep.write_manifest(sw, d)
     names = {p.name for p in report.write(d)}
     assert "jain-vs-n_flows.png" in names, names

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from controller import runner, spec, system
+from controller import spec, system
 from controller.dataplane import sysctls
-from controller.metrics import binomial_interval
+from controller.experiment import runner
+from controller.measure.metrics import binomial_interval
 from tests.conftest import CCLAB, REPO, leftovers
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_host")]

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from controller import spec, sweep
+from controller import spec
+from controller.experiment import sweep
 from controller.spec import SpecError
 from tests.conftest import CCLAB, REPO
 

@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# Build the qemu lab VM's image: a Debian 12 root made with debootstrap,
+# Build the qemu lab VM's image: a Debian root made with debootstrap,
 # provisioned by the same vm/provision.sh (--guest) as every other machine,
-# with Debian's stock kernel of exactly the version of the host's
-# linux-headers-<abi>-amd64 (so modules built on the host load in it).
+# with the suite's own stock kernel and its headers (linux-image-amd64,
+# linux-headers-amd64), so the guest builds cclab's modules against the
+# kernel it runs and needs nothing from the host's headers.
 #
-#   vm/build-image.sh OUT KVER KVERSION
+#   vm/build-image.sh OUT SUITE
 #     OUT       directory to create (built next to it as OUT.tmp, renamed when done)
-#     KVER      kernel ABI name, e.g. 6.1.0-56-amd64
-#     KVERSION  its Debian package version, e.g. 6.1.192-2
+#     SUITE     Debian suite, e.g. trixie (kernel 6.12: bpf_rdonly_cast, so the
+#               coupled eBPF mptcpw loads)
 #
 # Environment: MIRROR (Debian archive), SECURITY_MIRROR, DEBS (a .deb cache
 # kept between builds).  Output: root.img (ext4, raw), vmlinuz, initrd.img,
-# image.json.  Normally run by `make vm` (controller/vm.py), not by hand.
+# image.json (the kernel's ABI name and package version among what it says).
+# Normally run by `make vm` (controller/vm), not by hand.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 export LC_ALL=C.UTF-8
 
-if [ $# -ne 3 ]; then
-	echo "usage: vm/build-image.sh OUT KVER KVERSION" >&2
+if [ $# -ne 2 ]; then
+	echo "usage: vm/build-image.sh OUT SUITE" >&2
 	exit 2
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -26,13 +28,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 out=$1
-kver=$2
-kversion=$3
+suite=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mirror=${MIRROR:-http://deb.debian.org/debian}
 security_mirror=${SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 debs=${DEBS:-$(dirname "$out")/debs}
-suite=bookworm
 
 work=$out.tmp
 root=$work/root
@@ -119,21 +119,19 @@ rm -f "$root/tmp/provision.sh"
 mkdir -p "$root/etc/initramfs-tools/conf.d"
 echo MODULES=list >"$root/etc/initramfs-tools/conf.d/cclab.conf"
 
-step "kernel linux-image-$kver $kversion (+ headers)"
-in_root apt-get install -y -qq "linux-image-$kver=$kversion" "linux-headers-$kver=$kversion" busybox-static \
-	>"$work/kernel.log" 2>&1 || {
+step "kernel: linux-image-amd64 + linux-headers-amd64 of $suite"
+in_root apt-get install -y -qq linux-image-amd64 linux-headers-amd64 busybox-static >"$work/kernel.log" 2>&1 || {
 	tail -n 5 "$work/kernel.log" >&2
-	echo "vm-image: Debian's archive has no linux-image-$kver at $kversion, the version of the host's" \
-		"linux-headers-$kver; update the host (apt-get install linux-headers-amd64), rebuild the modules" \
-		"(make -C hosts/cc kmod) and run make vm again" >&2
+	echo "vm-image: installing $suite's kernel failed (log above); check that $mirror is reachable" >&2
 	exit 1
 }
-got=$(in_root dpkg-query -W -f='${Version}' "linux-image-$kver")
-if [ "$got" != "$kversion" ]; then
-	echo "vm-image: the VM got linux-image-$kver $got but the host's headers are $kversion;" \
-		"update the host (apt-get install linux-headers-amd64) and run make vm again" >&2
+kver=$(ls "$root/lib/modules")
+if [ "$(echo "$kver" | wc -w)" -ne 1 ] || [ ! -d "$root/usr/src/linux-headers-$kver" ]; then
+	echo "vm-image: expected one kernel with its headers in the image, found: $kver" >&2
 	exit 1
 fi
+kversion=$(in_root dpkg-query -W -f='${Version}' "linux-image-$kver")
+step "kernel $kver $kversion"
 
 install -m 755 "$here/guest/init.py" "$root/usr/local/sbin/cclab-init"
 

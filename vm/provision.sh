@@ -45,8 +45,12 @@ build=(
 )
 # The lab VM has no PyPI: cclab's Python dependencies come from Debian, and
 # it runs Mininet's clean-up tools and modprobe itself (no systemd there).
+# It builds cclab's modules against its own kernel's headers (build-image.sh
+# installs them): a compiler and make, nothing else of the host's build set.
 guest=(
+	gcc
 	kmod
+	make
 	procps
 	psmisc
 	python3-matplotlib

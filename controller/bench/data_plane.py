@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller import runner, spec
+from controller import spec
+from controller.experiment import runner
 
 RATE_ERROR_MAX = 0.02
 #: the bisection stops when the lowest rate shown inaccurate is within this of the highest shown accurate

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller import runner, system
+from controller import system
 from controller.dataplane import sysctls
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
+from controller.experiment import topology
 from hosts import traffic
 
-#: the one-pair dumbbell's addresses (controller/network.py)
+#: the one-pair dumbbell's addresses (controller/network/graph.py)
 DUMBBELL_H1, DUMBBELL_R1 = "10.0.1.1", "10.0.2.1"
 
 #: rates tried for the delay element, Mbit/s, ascending
@@ -114,7 +115,7 @@ def delay(
     system.require_root()
     say = progress or (lambda _m: None)
     setLogLevel("error")
-    mod = runner.load_topology_module()
+    mod = topology.load_topology_module()
     tuned = sysctls.NetworkSysctls()
     topo = mod.Dumbbell(pairs=1)
     net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))

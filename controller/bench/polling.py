@@ -10,7 +10,7 @@ from typing import Any
 from controller import system
 from controller.dataplane import FlowKey
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
-from controller.monitor import Monitor, MonitoredFlow, MonitoredLink
+from controller.measure.monitor import Monitor, MonitoredFlow, MonitoredLink
 
 
 def controller_polling(

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller import runner, spec, system
+from controller import spec, system
+from controller.experiment import build
 
 
 def setup_teardown(topology: str = "dumbbell", size: int = 16, repeats: int = 3) -> dict[str, Any]:
@@ -31,7 +32,7 @@ def setup_teardown(topology: str = "dumbbell", size: int = 16, repeats: int = 3)
     down: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeats):
-            ex = runner._Experiment(s, runner.RunOptions(), None, [], Path(tmp) / f"bench-setup-{i}")
+            ex = build.Experiment(s, None, [], Path(tmp) / f"bench-setup-{i}")
             t0 = time.monotonic()
             try:
                 net = ex.build_network()

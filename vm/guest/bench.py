@@ -17,8 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from controller import runner, spec
+from controller import spec
 from controller.bench import CEILING_MBPS
+from controller.experiment import runner
 
 
 def measure(rate_mbps: float, delay_ms: float, duration_s: float, flows: int, root: Path) -> dict[str, Any]:

@@ -91,6 +91,18 @@ def wait_reaping(pid: int) -> int:
             return os.waitstatus_to_exitcode(status)
 
 
+def set_clock_from_host() -> None:
+    """The guest's clock from the host's: a file written through the 9p share gets the host's time.
+
+    The RTC counts whole seconds and the emulated clock drifts, so without this
+    the files the job writes in the shared tree (stamped by the host) are in
+    the guest's future, and make warns of clock skew on every module build."""
+    probe = CTL / "clock"
+    probe.write_bytes(b"")
+    time.clock_settime_ns(time.CLOCK_REALTIME, probe.stat().st_mtime_ns)
+    probe.unlink()
+
+
 def run_job(job: dict[str, Any]) -> int:
     env = {**BASE_ENV, "PYTHONPATH": job["repo"], **job.get("env", {})}
     say(f"running {json.dumps(job['argv'])} in {job['cwd']}")
@@ -124,6 +136,7 @@ def main() -> int:
         mount(*m)
     sh("modprobe", "-a", "9pnet_virtio", "9p")
     mount("9p", CTL_TAG, str(CTL), NINEP_OPTS)
+    set_clock_from_host()
     job = json.loads((CTL / "job.json").read_text())
     mount("9p", REPO_TAG, job["repo"], NINEP_OPTS)
     sh("ip", "link", "set", "lo", "up")

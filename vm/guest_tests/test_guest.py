@@ -1,7 +1,9 @@
 """Inside the lab VM (Debian's stock kernel): what this project's host kernel cannot do.
 
-- each of cclab's six algorithms loads as a module built on the host
-  (hosts/cc/build/kmod/tcp_<algo>.ko), registers under its name and carries a
+- cclab's modules build here, against this kernel's own headers, without a
+  warning (hosts/cc/build/kmod/<release>/: beside any the host built for its own);
+- each of cclab's six algorithms loads as that module
+  (hosts/cc/build/kmod/<release>/tcp_<algo>.ko), registers under its name and carries a
   TCP flow between two network namespaces, then unloads;
 - the in-tree baselines (westwood, illinois, highspeed) load with modprobe;
 - the host-built eBPF struct_ops objects (CO-RE) load against this kernel's BTF;
@@ -29,7 +31,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-KMOD_DIR = REPO / "hosts" / "cc" / "build" / "kmod"
+KMOD_DIR = REPO / "hosts" / "cc" / "build" / "kmod" / os.uname().release
 BPF_DIR = REPO / "hosts" / "cc" / "build" / "bpf"
 SPEC = Path(__file__).with_name("netem-80ms.toml")
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
@@ -135,10 +137,27 @@ def test_stock_kernel_with_netem_and_modules(report: dict[str, Any]) -> None:
     report["cpus"] = os.cpu_count()
 
 
+def test_modules_build_against_this_kernel(report: dict[str, Any]) -> None:
+    """make -C hosts/cc kmod here: KDIR is /lib/modules/<release>/build, the image's linux-headers."""
+    t0 = time.monotonic()
+    proc = sh("make", "-C", str(REPO / "hosts" / "cc"), "kmod", "V=1", check=False, timeout=900)
+    took = time.monotonic() - t0
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    warnings = [ln for ln in log.splitlines() if re.search(r"\bwarning:", ln)]
+    assert not warnings, "\n".join(warnings)
+    for algo in CCLAB_ALGOS:
+        ko = KMOD_DIR / f"tcp_{algo}.ko"
+        vermagic = sh("modinfo", "-F", "vermagic", str(ko)).stdout.split()[:1]
+        assert vermagic == [os.uname().release], f"{ko.name}: vermagic {vermagic}"
+    report["kmod_build_s"] = round(took, 1)
+    print(f"\n  modules built against {os.uname().release}'s headers in {took:.0f} s")
+
+
 @pytest.mark.parametrize("algo", CCLAB_ALGOS)
 def test_cclab_module_loads_and_carries_a_flow(algo: str, veth_pair: tuple[str, str], report: dict[str, Any]) -> None:
     ko = KMOD_DIR / f"tcp_{algo}.ko"
-    assert ko.exists(), f"{ko} is not built (make -C hosts/cc kmod on the host)"
+    assert ko.exists(), f"{ko} is not built (test_modules_build_against_this_kernel builds it)"
     assert algo not in available(), f"{algo} is registered before the test"
     before = len(dmesg())
     sh("insmod", str(ko))

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.dataplane import FlowCounters
-from controller.metrics import binomial_interval, jain
-from controller.monitor import MonitoredFlow, Series
+from controller.measure.metrics import binomial_interval, jain
+from controller.measure.monitor import MonitoredFlow, Series
 from controller.network import LinkSpec
-from controller.spec import Spec
+from controller.spec import Flow, Spec
 
 #: departure rate / configured rate over the intervals with a standing backlog
 BACKLOGGED_RATE_TOLERANCE = (0.98, 1.02)
@@ -28,6 +28,9 @@ STANDING_BACKLOG_PKTS = 2
 #: in-network throughput / iperf3 goodput: wire bytes carry 66-byte headers per 1448
 #: (the upper bound grows by the flow's retransmitted share)
 GOODPUT_TOLERANCE = (0.98, 1.07)
+#: an mptcp connection's wire bytes over the payload its receiver read: a 1514-byte frame carries about
+#: 1420 bytes of payload once MPTCP's DSS option (up to 28 bytes) joins TCP's timestamps (+ retransmissions)
+MPTCP_WIRE_OVER_PAYLOAD_MAX = 1.08
 #: measured base RTT against 2 x one-way delay, ms
 RTT_TOLERANCE_MS = 2.0
 #: CPU busy fraction above which the emulator may be the bottleneck
@@ -208,6 +211,61 @@ def _active_seconds(series: Series, interval_s: float) -> dict[str, float]:
     return {fid: last[fid] - first[fid] for fid in first if last[fid] > first[fid]}
 
 
+def _mptcp_entry(
+    sf: Flow,
+    out_flows: list[dict[str, Any]],
+    series: Series,
+    goodputs: dict[str, float | None],
+    traffic: dict[str, dict[str, Any]],
+    retrans: dict[str, int],
+    complete: bool,
+    checks: list[Check],
+) -> dict[str, Any]:
+    """One mptcp connection: its subflows' bytes added up, and what the algorithm's own state says of the
+    coupling — cclab's coupled mptcpw exports, per subflow, the connection's MPTCP token and the number of
+    subflows it couples; one token shared by every subflow, each seeing them all, is the coupled form at work."""
+    subs = [f for f in out_flows if f["flow"] == sf.id]
+    nbytes = sum(f["bytes"] for f in subs)
+    secs = max((f["active_s"] or 0.0 for f in subs), default=0.0) or sf.duration_s
+    tput = nbytes * 8 / secs
+    gp = goodputs.get(sf.id)
+    ids = {f["id"] for f in subs}
+    rows = [r for r in series.ccstate if r["flow"] in ids and "mptcp_token" in r]
+    tokens = {r["mptcp_token"] for r in rows}
+    seen = {r["flow"] for r in rows}
+    most = max((int(r.get("subflows") or 0) for r in rows), default=0)
+    coupled = bool(rows) and seen == ids and len(tokens) == 1 and 0 not in tokens and most == len(ids)
+    entry = {
+        "id": sf.id,
+        "algo": sf.algo,
+        "subflows": [f["id"] for f in subs],
+        "bytes": nbytes,
+        "throughput_bps": round(tput, 1),
+        "goodput_bps": gp,
+        "offered_bytes": traffic.get(sf.id, {}).get("offered_bytes"),
+        "received_bytes": traffic.get(sf.id, {}).get("received_bytes"),
+        "coupling": {
+            "coupled": coupled,
+            "subflows_in_state": sorted(seen),
+            "tokens": sorted(tokens),
+            "most_subflows_coupled": most,
+            "how": "the algorithm's own state (ccstate.csv): one MPTCP token on every subflow, each coupling them all"
+            if rows
+            else f"{sf.algo} exports no coupling state: its subflows run uncoupled",
+        },
+    }
+    got = traffic.get(sf.id, {}).get("received_bytes")
+    if complete and got:
+        # bytes, not rates: the subflows' and the receiver's clocks differ, the byte counts do not. The wire
+        # carries each segment's headers (Ethernet, IP, TCP with timestamps and MPTCP's DSS option) and the
+        # retransmissions on top of what the receiver read.
+        n_pkts = sum(f["packets"] for f in subs)
+        extra = sum(retrans.get(i, 0) for i in ids) / max(1, n_pkts)
+        hi = round(MPTCP_WIRE_OVER_PAYLOAD_MAX + extra, 4)
+        checks.append(Check(f"{sf.id}.wire_over_received_bytes", round(nbytes / got, 4), 1.0, hi))
+    return entry
+
+
 def build(
     spec: Spec,
     flows: list[MonitoredFlow],
@@ -245,11 +303,11 @@ def build(
             min_rtts[r["flow"]] = min(min_rtts.get(r["flow"], 1e18), r["min_rtt_us"] / 1000)
     out_flows: list[dict[str, Any]] = []
     for mf in flows:
-        sf = by_id[mf.id]
+        sf = by_id[mf.flow_id]
         path, base_rtt = paths.get(mf.id, (list(mf.links), 0.0))
         hops = [by_link[lid]["flows"][mf.id] for lid in path if lid in by_link]
         at_end = hops[-1] if hops else {"bytes": 0, "packets": 0, "offered_bytes": 0}
-        rep = traffic.get(mf.id, {})
+        rep = traffic.get(mf.id, {})  # an mptcp flow's generator reports for the flow, not its subflows
         active = active_s.get(mf.id)
         secs = rep.get("completion_s") or active or sf.duration_s
         tput = at_end["bytes"] * 8 / secs
@@ -257,6 +315,7 @@ def build(
         min_rtt = min_rtts.get(mf.id)
         entry = {
             "id": mf.id,
+            "flow": mf.flow_id,
             "kind": sf.kind,
             "algo": mf.algo,
             "src": sf.src,
@@ -299,8 +358,17 @@ def build(
         checks.append(Check("base_rtt_ms", round(got, 3), want - RTT_TOLERANCE_MS, want + RTT_TOLERANCE_MS))
     if cpu_busy is not None:
         checks.append(Check("cpu_busy_fraction", round(cpu_busy, 3), None, CPU_BUSY_LIMIT))
+    mptcp = [
+        _mptcp_entry(sf, out_flows, series, goodputs, traffic, retrans, complete, checks)
+        for sf in spec.flows
+        if sf.is_mptcp
+    ]
 
-    rates = [f["throughput_bps"] for f in out_flows]
+    # whole-run fairness is among the spec's flows: an mptcp flow's subflows count as the one flow they are
+    per_flow: dict[str, float] = {}
+    for f in out_flows:
+        per_flow[f["flow"]] = per_flow.get(f["flow"], 0.0) + f["throughput_bps"]
+    rates = list(per_flow.values())
     interval_j = [r["jain"] for r in series.link if r["jain"] is not None and r.get("link", "l1") == links[0]["id"]]
     notes += [
         f"{c.name} = {c.value} outside [{c.lo}, {c.hi}]" + (f" ({c.note})" if c.note else "")
@@ -326,9 +394,10 @@ def build(
         "bottleneck": first,
         "links": links,
         "flows": out_flows,
+        "mptcp": mptcp,
         "jain": jain(rates),
         "jain_n": len(rates),
-        "jain_flows": [f["id"] for f in out_flows],
+        "jain_flows": list(per_flow),
         "jain_interval_mean": sum(interval_j) / len(interval_j) if interval_j else None,
         "fidelity": {
             "ok": complete and not notes,

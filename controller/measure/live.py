@@ -9,7 +9,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from controller.monitor import LiveState
+from controller.measure.monitor import LiveState
 
 
 def _mbps(bps: float) -> str:

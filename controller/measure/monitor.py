@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from controller.ccstate import CcStateReader, ExportKey
 from controller.dataplane import FlowCounters, FlowKey, Snapshot
-from controller.metrics import jain, rate_bps
+from controller.measure.ccstate import CcStateReader, ExportKey
+from controller.measure.metrics import jain, rate_bps
 from controller.spec import CCLAB_ALGOS
 from hosts.tcpinfo import TcpInfoSampler, TcpSample
 
@@ -43,6 +43,12 @@ class MonitoredFlow:
     """Name of the sending host (whose tcp_info sampler to ask)."""
     links: tuple[str, ...] = ("l1",)
     """The emulated links the flow crosses, in path order."""
+    flow: str = ""
+    """The spec's flow this is: an mptcp flow's id for each of its subflows; "" for the flow itself."""
+
+    @property
+    def flow_id(self) -> str:
+        return self.flow or self.id
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The network as a graph: hosts, switches and links; any link may be emulated.
 
-A spec names a preset (dumbbell, parking_lot) or lists nodes and links itself;
-presets expand into the same `Graph`, so one code path builds, addresses,
+A spec names a preset (`controller.network.presets`) or lists nodes and links
+itself; presets expand into the same `Graph`, so one code path builds, addresses,
 routes, programs and measures every network.
 
 - An *emulated* link has a rate (and queue, loss, schedule): the data-plane
@@ -18,7 +18,7 @@ routes, programs and measures every network.
   they share.
 
 Pure Python: validated before anything is built; `mininet/topologies.py`
-builds it and `controller.runner` programs and measures it.
+builds it and `controller.experiment` programs and measures it.
 """
 
 from __future__ import annotations
@@ -310,55 +310,3 @@ class Graph:
     def base_rtt_ms(self, hops: Iterable[tuple[Link, str, str]]) -> float:
         """Twice the one-way delays along a path (the spec's RTT before any queueing)."""
         return 2 * sum(link.spec.delay_ms for link, _a, _b in hops)
-
-
-# --- presets -----------------------------------------------------------------
-
-
-def dumbbell(pairs: int, bottleneck: LinkSpec, access: dict[str, float] | None = None) -> Graph:
-    """h1..hN -- s1 == l1 == s2 -- r1..rN; the bottleneck emulated s1 -> s2."""
-    hosts = [f"h{i}" for i in range(1, pairs + 1)] + [f"r{i}" for i in range(1, pairs + 1)]
-    links = [Link("l1", "s1", "s2", bottleneck)]
-    links += _access([(f"h{i}", "s1") for i in range(1, pairs + 1)], access)
-    links += _access([(f"r{i}", "s2") for i in range(1, pairs + 1)], access)
-    return Graph(_interleave(hosts, pairs), ("s1", "s2"), tuple(renumber(links)), kind="dumbbell")
-
-
-def parking_lot(hops: int, bottleneck: LinkSpec, access: dict[str, float] | None = None, cross: int = 1) -> Graph:
-    """s1 == l1 == s2 == l2 == ... s(k+1); the long flow's hosts h0 at s1 and r0 at s(k+1), and `cross`
-    pairs per bottleneck i, numbered n = (i-1)*cross + j: hn at si and rn at s(i+1)."""
-    switches = tuple(f"s{i}" for i in range(1, hops + 2))
-    links = [Link(f"l{i}", f"s{i}", f"s{i + 1}", bottleneck) for i in range(1, hops + 1)]
-    attach = [("h0", "s1"), ("r0", f"s{hops + 1}")]
-    for i in range(1, hops + 1):
-        for j in range(1, cross + 1):
-            n = (i - 1) * cross + j
-            attach += [(f"h{n}", f"s{i}"), (f"r{n}", f"s{i + 1}")]
-    links += _access(attach, access)
-    hosts = tuple(h for h, _s in attach)
-    return Graph(hosts, switches, tuple(renumber(links)), kind="parking_lot")
-
-
-def _access(attach: list[tuple[str, str]], access: dict[str, float] | None) -> list[Link]:
-    delays = access or {}
-    return [Link("", h, s, LinkSpec(delay_ms=delays.get(h, 0.0))) for h, s in attach]
-
-
-def renumber(links: list[Link]) -> list[Link]:
-    """Give unnamed links the next free l<n> after the named ones."""
-    used = {lk.id for lk in links if lk.id}
-    n, out = 0, []
-    for lk in links:
-        if not lk.id:
-            n += 1
-            while f"l{n}" in used:
-                n += 1
-            used.add(f"l{n}")
-            lk = Link(f"l{n}", lk.a, lk.b, lk.spec, lk.both)
-        out.append(lk)
-    return out
-
-
-def _interleave(hosts: list[str], pairs: int) -> tuple[str, ...]:
-    """h1, r1, h2, r2, ...: the order Mininet creates them in (for stable interface names)."""
-    return tuple(x for i in range(pairs) for x in (hosts[i], hosts[pairs + i]))

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from controller import results
-from controller.plots import _by_flow, _read, _save, plt
-from controller.sweep import MANIFEST, SweepError
+from controller.experiment.sweep import MANIFEST, SweepError
+from controller.results import rundir
+from controller.results.plots import _by_flow, _read, _save, plt
 
 log = logging.getLogger(__name__)
 
@@ -239,9 +239,9 @@ def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
     stat_cols = ["point", *paths, "n_flows", "metric", "algo", "n", "repetitions", "mean", "std", "ci95_low"]
     stat_cols += ["ci95_high", "fidelity_ok_runs"]
     written = [out / "runs.csv", out / "table.csv"]
-    results.write_csv(written[0], run_rows, run_cols)
+    rundir.write_csv(written[0], run_rows, run_cols)
     fmt = [{k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()} for r in stat_rows]
-    results.write_csv(written[1], fmt, stat_cols)
+    rundir.write_csv(written[1], fmt, stat_cols)
 
     manifest, _ = _runs(sweep_dir)
     scalar = [g["path"] for g in manifest["grid"] if all(_scalar(v) for v in g["values"])]

@@ -8,9 +8,7 @@ error names the field, the value given and what is allowed, in one line.
 from __future__ import annotations
 
 import math
-import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,184 +18,28 @@ else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
 from controller.dataplane.delay import ELEMENTS as DELAY_ELEMENTS
-from controller.network import (
-    GilbertElliott,
-    Graph,
-    GraphError,
-    Link,
-    LinkSpec,
-    ScheduleStep,
-    dumbbell,
-    parking_lot,
-    renumber,
+from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, ScheduleStep, presets
+from controller.spec.model import (
+    CCLAB_ALGOS,
+    DATAPLANES,
+    DELAY_FALLBACKS,
+    FLOW_KINDS,
+    KERNEL_ALGOS,
+    LINK_ID,
+    LINK_KEYS,
+    MAX_DELAY_MS,
+    MAX_HOPS,
+    MAX_NODES,
+    MAX_PAIRS,
+    MAX_RATE_MBPS,
+    ON_OFF_DISTRIBUTIONS,
+    SHAPERS,
+    TOPOLOGIES,
+    Flow,
+    Spec,
+    SpecError,
+    Topology,
 )
-
-DATAPLANES = ("kernel", "bmv2", "tofino")
-TOPOLOGIES = ("dumbbell", "parking_lot", "graph")
-SHAPERS = ("htb", "tbf")
-DELAY_FALLBACKS = ("refuse", "skip")
-
-FLOW_KINDS = ("tcp", "udp_onoff")
-ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
-
-#: Our algorithms (hosts/cc/); names never collide with in-tree ones.
-CCLAB_ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
-#: Algorithms the Linux kernel ships (built in or as modules).
-KERNEL_ALGOS = (
-    "reno",
-    "cubic",
-    "bbr",
-    "westwood",
-    "illinois",
-    "highspeed",
-    "scalable",
-    "vegas",
-    "veno",
-    "htcp",
-    "hybla",
-    "bic",
-    "yeah",
-    "lp",
-    "nv",
-    "cdg",
-    "dctcp",
-)
-
-#: link ids: its delay and BMv2 nodes are d<id> and p<id>, and their ports fit 15-character device names
-LINK_ID = re.compile(r"l[a-z0-9_]{0,7}")
-MAX_PAIRS = 64
-MAX_HOPS = 16
-MAX_NODES = 256
-MAX_RATE_MBPS = 100_000.0
-MAX_DELAY_MS = 10_000.0
-#: keys of a link's emulation (the data-plane contract's knobs)
-LINK_KEYS = (
-    "rate_mbps",
-    "queue_pkts",
-    "queue_bytes",
-    "delay_ms",
-    "jitter_ms",
-    "per",
-    "gilbert_elliott",
-    "shaper",
-    "schedule",
-)
-
-#: the bottleneck's settings are a link's (kept under this name for specs and readers)
-Bottleneck = LinkSpec
-__all__ = ["Bottleneck", "GilbertElliott", "ScheduleStep", "LinkSpec", "Spec", "SpecError", "load", "parse"]
-
-
-class SpecError(ValueError):
-    """A spec that cannot run; the message is one line naming field and value."""
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Which network to build: a preset's parameters, and the graph it expands into."""
-
-    kind: str
-    """Topology name; one of TOPOLOGIES."""
-    graph: Graph
-    """Nodes and links (presets expand into one)."""
-    pairs: int = 0
-    """Sender/receiver pairs (dumbbell): h1..hN send to r1..rN."""
-    hops: int = 0
-    """Bottlenecks in a row (parking_lot)."""
-    cross: int = 0
-    """Cross-traffic pairs per bottleneck (parking_lot)."""
-
-    @property
-    def hosts(self) -> tuple[str, ...]:
-        return self.graph.hosts
-
-    def describe(self) -> str:
-        """One line for titles: the preset and its size, or the graph's."""
-        if self.kind == "dumbbell":
-            return f"dumbbell x{self.pairs}"
-        if self.kind == "parking_lot":
-            return f"parking lot of {self.hops}"
-        g = self.graph
-        return f"graph of {len(g.hosts) + len(g.switches)} nodes, {len(g.emulated())} emulated links"
-
-
-@dataclass(frozen=True)
-class Flow:
-    """One traffic flow; ``count`` > 1 expands to that many parallel flows."""
-
-    id: str
-    """Flow identifier used in every results file (f1, f2, ...)."""
-    algo: str
-    """Congestion-control algorithm of the sender ("-" for UDP)."""
-    src: str
-    """Sending host."""
-    dst: str
-    """Receiving host."""
-    start_s: float = 0.0
-    """Start, seconds after traffic begins."""
-    duration_s: float = 0.0
-    """How long it sends at most, seconds."""
-    kind: str = "tcp"
-    """Traffic kind; one of FLOW_KINDS."""
-    bytes: int | None = None
-    """tcp: a finite transfer of this many bytes (its completion time is recorded); None: send for duration_s."""
-    rate_mbps: float = 0.0
-    """udp_onoff: sending rate while on, Mbit/s of UDP payload + headers on the wire."""
-    on_s: float = 0.0
-    """udp_onoff: mean length of an on period, seconds."""
-    off_s: float = 0.0
-    """udp_onoff: mean length of an off period, seconds (0: always on)."""
-    on_off: str = "fixed"
-    """udp_onoff: period lengths fixed or exponentially distributed (seeded)."""
-    segment: int = 0
-    """The L2 segment (subnet) the flow uses between its hosts."""
-
-    @property
-    def is_tcp(self) -> bool:
-        return self.kind == "tcp"
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A validated experiment."""
-
-    name: str
-    """Experiment name; part of the run directory's name."""
-    path: Path | None
-    """File the spec came from, if any."""
-    duration_s: float
-    """Length of the traffic phase, seconds."""
-    dataplane: str
-    """Data-plane target of the emulated links: kernel, bmv2 or tofino."""
-    seed: int
-    """Seed of every random draw (loss, on/off periods)."""
-    interval_s: float
-    """Counter polling interval, seconds."""
-    topology: Topology
-    """The network."""
-    bottleneck: LinkSpec
-    """The first emulated link's settings (a preset's default for all of its bottlenecks)."""
-    flows: tuple[Flow, ...] = field(default_factory=tuple)
-    """The flows, expanded (one entry per flow)."""
-    delay_fallback: str = "refuse"
-    """Where no delay element can run: refuse to run, or skip the delay (recorded)."""
-    delay_element: str = "auto"
-    """What delays packets: auto (netem where the kernel has it, else cclab-delay), netem or cclab-delay."""
-    raw: dict[str, Any] = field(default_factory=dict, compare=False)
-    """The TOML as parsed, for the manifest."""
-
-    @property
-    def algos(self) -> tuple[str, ...]:
-        return tuple(sorted({f.algo for f in self.flows if f.is_tcp}))
-
-    @property
-    def graph(self) -> Graph:
-        return self.topology.graph
-
-    @property
-    def wants_delay(self) -> bool:
-        return any(lk.spec.has_delay for lk in self.graph.links)
-
 
 # --- validation helpers -----------------------------------------------------
 
@@ -409,7 +251,12 @@ def _graph_links(t: dict[str, Any], duration_s: float) -> tuple[tuple[str, ...],
 def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpec, str]:
     t = _table(raw, "topology", "")
     kind = _choice(t, "kind", "topology", "dumbbell", TOPOLOGIES)
-    preset_keys = {"dumbbell": ("pairs",), "parking_lot": ("hops", "cross"), "graph": ("hosts", "switches", "links")}
+    preset_keys = {
+        "dumbbell": ("pairs",),
+        "parking_lot": ("hops", "cross"),
+        "multipath": ("background",),
+        "graph": ("hosts", "switches", "links"),
+    }
     _check_keys(t, "topology", ("kind", "access_delay_ms", *preset_keys[kind]))
     bottleneck, fallback = _bottleneck(raw, duration_s, required=kind != "graph")
     try:
@@ -419,7 +266,7 @@ def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpe
             if "links" in raw:
                 raise _fail("links", raw["links"], "[links.<id>] overrides a preset's links; give graph links here")
             hosts, switches, links = _graph_links(t, duration_s)
-            graph = Graph(hosts, switches, tuple(renumber(list(links))))
+            graph = Graph(hosts, switches, tuple(presets.renumber(list(links))))
             emulated = graph.emulated()
             if not emulated:
                 raise _fail("topology.links", "no rate_mbps", "at least one link must be emulated (rate_mbps)")
@@ -430,19 +277,33 @@ def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpe
         if kind == "dumbbell":
             pairs = _int(t, "pairs", "topology", 2, 1, MAX_PAIRS)
             assert pairs is not None
-            probe = dumbbell(pairs, bottleneck)
-            graph = dumbbell(pairs, bottleneck, _access_delays(t, probe.hosts))
+            probe = presets.dumbbell(pairs, bottleneck)
+            graph = presets.dumbbell(pairs, bottleneck, _access_delays(t, probe.hosts))
             topo = Topology(kind, _override(raw, graph, duration_s), pairs=pairs)
+        elif kind == "multipath":
+            background = _background(t)
+            probe = presets.multipath(background, bottleneck)
+            graph = presets.multipath(background, bottleneck, _access_delays(t, probe.hosts))
+            topo = Topology(kind, _override(raw, graph, duration_s), background=background)
         else:
             hops = _int(t, "hops", "topology", 3, 1, MAX_HOPS)
             cross = _int(t, "cross", "topology", 1, 1, MAX_PAIRS)
             assert hops is not None and cross is not None
-            probe = parking_lot(hops, bottleneck, cross=cross)
-            graph = parking_lot(hops, bottleneck, _access_delays(t, probe.hosts), cross=cross)
+            probe = presets.parking_lot(hops, bottleneck, cross=cross)
+            graph = presets.parking_lot(hops, bottleneck, _access_delays(t, probe.hosts), cross=cross)
             topo = Topology(kind, _override(raw, graph, duration_s), hops=hops, cross=cross)
     except GraphError as exc:
         raise SpecError(str(exc)) from None
     return topo, topo.graph.emulated()[0].spec, fallback
+
+
+def _background(t: dict[str, Any]) -> tuple[int, int]:
+    """topology.background: background pairs on path 1 and path 2 of a multipath topology."""
+    value = t.get("background", [0, 0])
+    ok = isinstance(value, list) and len(value) == 2
+    if not ok or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_PAIRS for n in value):
+        raise _fail("topology.background", value, f"must be two whole numbers from 0 to {MAX_PAIRS} (pairs per path)")
+    return (value[0], value[1])
 
 
 def _override(raw: dict[str, Any], graph: Graph, duration_s: float) -> Graph:
@@ -503,6 +364,7 @@ FLOW_KEYS = (
     "off_s",
     "on_off",
     "access_delay_ms",
+    "via",
 )
 
 
@@ -513,6 +375,8 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
     known = CCLAB_ALGOS + KERNEL_ALGOS
     hosts = topo.graph.hosts
     out: list[Flow] = []
+    mptcp_senders: set[str] = set()
+    tcp_senders: set[str] = set()
     for i, f in enumerate(entries):
         where = f"flows[{i}]"
         if not isinstance(f, dict):
@@ -528,6 +392,26 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
         shared = topo.graph.shared_segments(str(src), str(dst))
         if not shared:
             raise _fail(f"{where}.dst", dst, f"no route from {src}: the two hosts share no switch group")
+        if kind == "mptcp":
+            if len(shared) != 2:
+                raise _fail(
+                    f"{where}.kind", kind, f"needs two paths between {src} and {dst}, found {len(shared)} "
+                    '(use topology kind = "multipath", or a graph whose two hosts share two switch groups)'
+                )  # fmt: skip
+            if "via" in f:
+                raise _fail(f"{where}.via", f["via"], "an mptcp flow takes both paths")
+            if src in mptcp_senders or src in tcp_senders:
+                raise _fail(f"{where}.src", src, "already sends a tcp or mptcp flow; an mptcp sender sends only that")
+            mptcp_senders.add(str(src))
+            if f.get("count", 1) != 1:
+                raise _fail(f"{where}.count", f["count"], "must be 1 for an mptcp flow (one per sending host)")
+        elif kind == "tcp" and src in mptcp_senders:
+            # the mptcp flow's second subflow owns the host's one ephemeral port (build.py); iperf3 needs another
+            raise _fail(f"{where}.src", src, "sends an mptcp flow; give this tcp flow another sending host")
+        if kind == "tcp":
+            tcp_senders.add(str(src))
+        if kind != "mptcp" and "via" in f:
+            shared = _via(topo.graph, f["via"], shared, f"{where}.via")
         start = _num(f, "start_s", where, default=0.0, lo=0.0, hi=duration_s, unit=" (s, within the run)") or 0.0
         if start >= duration_s:
             raise _fail(f"{where}.start_s", start, f"must be < duration_s ({duration_s:g})")
@@ -538,14 +422,19 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
         count = _int(f, "count", where, 1, 1, 64)
         assert count is not None
         extra: dict[str, Any] = {}
-        if kind == "tcp":
+        if kind in ("tcp", "mptcp"):
+            if kind == "mptcp" and "bytes" in f:
+                raise _fail(f"{where}.bytes", f["bytes"], 'is for kind = "tcp" flows (mptcp sends for its duration)')
             algo = f.get("algo")
             if algo not in known:
                 raise _fail(f"{where}.algo", algo, f"unknown algorithm; known: {', '.join(known)}")
             for key in ("rate_mbps", "on_s", "off_s", "on_off"):
                 if key in f:
                     raise _fail(f"{where}.{key}", f[key], 'is for kind = "udp_onoff" flows')
-            extra["bytes"] = _int(f, "bytes", where, None, 1, 1 << 40)
+            if kind == "tcp":
+                extra["bytes"] = _int(f, "bytes", where, None, 1, 1 << 40)
+            else:
+                extra["subflow_segments"] = tuple(shared)
         else:
             if "algo" in f or "bytes" in f:
                 key = "algo" if "algo" in f else "bytes"
@@ -562,6 +451,17 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
                 Flow(f"f{len(out) + 1}", str(algo), str(src), str(dst), start, dur, kind, segment=shared[0], **extra)
             )
     return tuple(out)
+
+
+def _via(graph: Graph, via: object, shared: list[int], where: str) -> list[int]:
+    """flows[i].via: the link a flow between two multi-homed hosts must cross; picks its switch group."""
+    link = next((lk for lk in graph.links if lk.id == via), None)
+    if link is None:
+        raise _fail(where, via, f"no such link; links: {', '.join(lk.id for lk in graph.links)}")
+    seg = graph.link_segment(link)
+    if seg not in shared:
+        raise _fail(where, via, "is not on a path between the flow's hosts")
+    return [seg]
 
 
 def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]:
@@ -583,7 +483,7 @@ def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]
 
 def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     """Validate a parsed TOML document into a Spec, or raise SpecError."""
-    if "sweep" in raw:  # controller.sweep strips the table before it parses each point
+    if "sweep" in raw:  # controller.experiment.sweep strips the table before it parses each point
         raise _fail("sweep", "[sweep]", "this spec is a sweep: run it with `cclab sweep`, or run one of its points")
     _check_keys(
         raw,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from controller import system
-from controller.sweep import Task, TaskResult
+from controller.experiment.sweep import Task, TaskResult
 
 log = logging.getLogger(__name__)
 

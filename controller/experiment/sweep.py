@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from controller import results, spec
+from controller import spec
+from controller.results import rundir
 from controller.spec import SpecError
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ UNSWEEPABLE = ("seed", "name", "sweep")
 MAX_REPETITIONS = 1000
 MAX_RUNS = 100_000
 MANIFEST = "sweep.json"
-SWEEPS = results.RESULTS / "sweeps"
+SWEEPS = rundir.RESULTS / "sweeps"
 
 _SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 
@@ -224,7 +225,7 @@ def load(path: Path) -> Sweep:
 
 def is_complete(run_dir: Path) -> bool:
     """A run is complete when its summary.json says so and its INCOMPLETE marker is gone."""
-    if (run_dir / results.INCOMPLETE).exists():
+    if (run_dir / rundir.INCOMPLETE).exists():
         return False
     try:
         return bool(json.loads((run_dir / "summary.json").read_text()).get("complete"))
@@ -269,10 +270,10 @@ def write_manifest(sw: Sweep, sweep_dir: Path) -> dict[str, Any]:
         "base_seed": sw.base_seed,
         "seeds": list(sw.seeds),
         "seed_derivation": "numpy.random.SeedSequence(base_seed).spawn(repetitions); seed r at every point",
-        "git_revision": results.git_revision(),
+        "git_revision": rundir.git_revision(),
         "points": [_point_entry(sw, pt, sweep_dir) for pt in sw.points],
     }
-    results.write_json(sweep_dir / MANIFEST, data)
+    rundir.write_json(sweep_dir / MANIFEST, data)
     return data
 
 

@@ -1,0 +1,281 @@
+"""One experiment, start to end: check, build, measure, write, tear down.
+
+Everything that can be checked is checked before anything is created.  Every
+set-up step registers its teardown first; teardown runs on success, error,
+Ctrl-C and SIGTERM, with further signals ignored until it is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from controller import cc, system
+from controller.dataplane import DataPlaneError
+from controller.dataplane.bmv2 import Bmv2Bottleneck
+from controller.experiment.build import Experiment
+from controller.experiment.preflight import RunError, preflight
+from controller.measure.ccstate import CcStateReader
+from controller.measure.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredLink
+from controller.results import rundir, summary
+from controller.spec import Spec
+from hosts.traffic import TrafficError
+
+LOCK = system.RUN_STATE / "lock"
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived while the experiment ran."""
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+@dataclass
+class RunOptions:
+    allow_no_delay: bool = False
+    """Run a spec with delay on a kernel without netem, recording that delay was skipped."""
+    results_root: Path = rundir.RESULTS
+    on_update: Callable[[LiveState], None] | None = None
+    """Called from the monitor thread after every interval."""
+    plots: bool = True
+    host_sysctls: bool = True
+    """Set the host sysctls of dataplane/sysctls.py for the run (put back on teardown); False keeps the host's."""
+
+
+@dataclass
+class Outcome:
+    run_dir: Path
+    summary: dict[str, Any]
+
+
+@contextlib.contextmanager
+def run_lock() -> Iterator[None]:
+    system.RUN_STATE.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode().strip() or "?"
+            raise RunError(f"another cclab run is active (pid {holder}); wait for it or run `cclab clean`") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """Teardown must finish: a second Ctrl-C is ignored until it has."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
+    """Run an experiment; raise RunError/SpecError before creating anything if it cannot run."""
+    opts = opts or RunOptions()
+    element, notes = preflight(spec, opts.allow_no_delay)
+    with run_lock():
+        loaded = cc.load(spec.algos)
+        run_dir = rundir.new_run_dir(spec, opts.results_root)
+        ex = Experiment(spec, element, notes, run_dir, tune_host=opts.host_sysctls)
+        ex.teardowns.append(lambda: cc.unload(loaded))
+        complete, reason = False, None
+        goodputs: dict[str, float | None] = {}
+        extra: dict[str, Any] = {"delay_applied": False}
+        try:
+            with signals_raise():
+                net = ex.build_network()
+                ex.setup_dataplane(net)
+                extra = {
+                    "delay_applied": bool(ex.delays),
+                    "delay_element": element if ex.delays else None,
+                    "hosts": ex.notes_host,
+                    "host_sysctls_changed": ex.host_sysctls,
+                    "links": ex.describe_links(),
+                }
+                first = next(iter(ex.dps.values()))
+                extra["bottleneck_devices"] = [first.egress_dev, first.ingress_dev]
+                if isinstance(first, Bmv2Bottleneck):  # the first link's, for readers of one-bottleneck runs
+                    extra["bmv2"] = first.describe()
+                rundir.write_json(run_dir / "manifest.json", rundir.manifest(spec, extra))
+                ex.start_servers(net)
+                reader = CcStateReader(spec.algos)
+                ex.teardowns.append(reader.close)
+                ex.ccstate_columns = reader.columns
+                links = [
+                    MonitoredLink(lid, dp, (lambda lid=lid: ex.rate_now[lid]))  # type: ignore[misc]
+                    for lid, dp in ex.dps.items()
+                ]
+                ex.monitor = Monitor(
+                    links,
+                    ex.monitored,
+                    spec.interval_s,
+                    ex.samplers(net),
+                    opts.on_update,
+                    spec.duration_s,
+                    reader if reader.maps else None,
+                )
+                ex.traffic(net)
+                for lid, dp in ex.dps.items():
+                    if isinstance(dp, Bmv2Bottleneck) and not dp.wait_drained():
+                        notes.append(
+                            f"bmv2 {lid}: the queue did not drain after the flows ended; queue drops may be short"
+                        )
+                complete = True
+        except Interrupted as exc:
+            reason = f"interrupted ({exc})"
+        except (RunError, DataPlaneError, TrafficError, system.SystemError_, cc.CcError) as exc:
+            reason = str(exc)
+        except BaseException as exc:  # recorded, torn down, then re-raised as it is
+            reason = f"internal error: {exc!r}"
+            raise
+        finally:
+            with signals_ignored():
+                series = ex.monitor.stop() if ex.monitor is not None and ex.monitor.series.first else None
+                for fl in ex.flows:
+                    fl.stop()
+                    goodputs[fl.flow_id] = fl.goodput_bps()
+                    err = fl.error()
+                    if err and complete:
+                        complete, reason = False, f"{fl.flow_id}: {err}"
+                errors = ex.teardown()
+                if errors:
+                    notes.append("teardown: " + "; ".join(errors))
+                if not (run_dir / "manifest.json").exists():
+                    rundir.write_json(run_dir / "manifest.json", rundir.manifest(spec, extra))
+                out = _write(ex, opts, series, goodputs, complete, reason, extra)
+        if reason is not None and not reason.startswith("interrupted"):
+            raise RunError(f"{reason} (partial results in {run_dir})")
+        return Outcome(run_dir, out)
+
+
+def _write(
+    ex: Experiment,
+    opts: RunOptions,
+    series: Any,
+    goodputs: dict[str, float | None],
+    complete: bool,
+    reason: str | None,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    from controller.measure.monitor import Series
+
+    series = series or Series()
+    run_dir = ex.run_dir
+    rundir.write_rows(run_dir / "timeseries.csv", FLOW_COLUMNS, series.timeseries)
+    rundir.write_csv(
+        run_dir / "link.csv",
+        series.link,
+        [
+            "t_s",
+            "link",
+            "link_bps",
+            "capacity_bps",
+            "backlog_pkts",
+            "jain",
+            "active_flows",
+            "random_drops",
+            "queue_drops",
+        ],
+    )
+    rundir.write_rows(run_dir / "links.csv", LINK_FLOW_COLUMNS, series.links)
+    rundir.write_csv(
+        run_dir / "cwnd.csv",
+        series.tcpinfo,
+        [
+            "t_s",
+            "flow",
+            "algo",
+            "cwnd_pkts",
+            "ssthresh_pkts",
+            "srtt_us",
+            "rttvar_us",
+            "min_rtt_us",
+            "mss",
+            "total_retrans",
+            "bytes_acked",
+            "delivery_rate_bps",
+            "ca_state",
+        ],
+    )
+    if series.ccstate:
+        rundir.write_csv(run_dir / "ccstate.csv", series.ccstate, ex.ccstate_columns)
+    summ = summary.build(
+        ex.spec,
+        ex.monitored,
+        series,
+        goodputs,
+        paths={fid: ([e.id for e in p.links], p.base_rtt_ms) for fid, p in ex.paths.items()},
+        traffic={fl.flow_id: fl.report() for fl in ex.flows},
+        complete=complete,
+        reason=reason,
+        delay_applied=bool(extra.get("delay_applied")),
+        cpu_busy=ex.monitor.cpu_busy_fraction if ex.monitor else None,
+        extra_notes=ex.notes,
+    )
+    rundir.write_csv(
+        run_dir / "flows.csv",
+        [{**f, "path": " ".join(f["path"])} for f in summ["flows"]],
+        [
+            "id",
+            "flow",
+            "kind",
+            "algo",
+            "src",
+            "dst",
+            "start_s",
+            "duration_s",
+            "active_s",
+            "path",
+            "base_rtt_ms",
+            "min_rtt_ms",
+            "throughput_bps",
+            "bytes",
+            "packets",
+            "random_drops",
+            "queue_drops",
+            "iperf_goodput_bps",
+            "completion_s",
+            "offered_bytes",
+        ],
+    )
+    summ["delay_element"] = extra.get("delay_element")
+    summ["bottleneck"]["delay_element"] = extra.get("delay_element")
+    stats = {lid: d.stats for lid, d in ex.delays.items() if d.stats}
+    if stats:  # cclab-delay's own account: packets, drops, how late releases were
+        summ["delay_stats"] = stats
+    if opts.plots and series.link:
+        from controller.results import plots
+
+        rundir.write_json(run_dir / "summary.json", summ)
+        try:
+            plots.plot_run(run_dir)
+        except Exception as exc:  # plots are derived; their failure must not lose data
+            summ["fidelity"]["notes"].append(f"plotting failed: {exc}")
+    rundir.finish(run_dir, summ)
+    return summ

@@ -1,0 +1,187 @@
+"""Experiment specs as typed settings: the frozen dataclasses a validated spec is, and the vocabularies
+(data planes, topologies, flow kinds, algorithms) each field takes its values from.
+
+`controller.spec.parse` builds them from TOML; nothing else does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.network import Graph, LinkSpec
+
+DATAPLANES = ("kernel", "bmv2", "tofino")
+TOPOLOGIES = ("dumbbell", "parking_lot", "multipath", "graph")
+SHAPERS = ("htb", "tbf")
+DELAY_FALLBACKS = ("refuse", "skip")
+
+FLOW_KINDS = ("tcp", "udp_onoff", "mptcp")
+ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
+
+#: Our algorithms (hosts/cc/); names never collide with in-tree ones.
+CCLAB_ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
+#: Algorithms the Linux kernel ships (built in or as modules).
+KERNEL_ALGOS = (
+    "reno",
+    "cubic",
+    "bbr",
+    "westwood",
+    "illinois",
+    "highspeed",
+    "scalable",
+    "vegas",
+    "veno",
+    "htcp",
+    "hybla",
+    "bic",
+    "yeah",
+    "lp",
+    "nv",
+    "cdg",
+    "dctcp",
+)
+
+#: link ids: its delay and BMv2 nodes are d<id> and p<id>, and their ports fit 15-character device names
+LINK_ID = re.compile(r"l[a-z0-9_]{0,7}")
+MAX_PAIRS = 64
+MAX_HOPS = 16
+MAX_NODES = 256
+MAX_RATE_MBPS = 100_000.0
+MAX_DELAY_MS = 10_000.0
+#: keys of a link's emulation (the data-plane contract's knobs)
+LINK_KEYS = (
+    "rate_mbps",
+    "queue_pkts",
+    "queue_bytes",
+    "delay_ms",
+    "jitter_ms",
+    "per",
+    "gilbert_elliott",
+    "shaper",
+    "schedule",
+)
+
+
+class SpecError(ValueError):
+    """A spec that cannot run; the message is one line naming field and value."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Which network to build: a preset's parameters, and the graph it expands into."""
+
+    kind: str
+    """Topology name; one of TOPOLOGIES."""
+    graph: Graph
+    """Nodes and links (presets expand into one)."""
+    pairs: int = 0
+    """Sender/receiver pairs (dumbbell): h1..hN send to r1..rN."""
+    hops: int = 0
+    """Bottlenecks in a row (parking_lot)."""
+    cross: int = 0
+    """Cross-traffic pairs per bottleneck (parking_lot)."""
+    background: tuple[int, ...] = ()
+    """Background pairs on each of the two paths (multipath)."""
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return self.graph.hosts
+
+    def describe(self) -> str:
+        """One line for titles: the preset and its size, or the graph's."""
+        if self.kind == "dumbbell":
+            return f"dumbbell x{self.pairs}"
+        if self.kind == "parking_lot":
+            return f"parking lot of {self.hops}"
+        if self.kind == "multipath":
+            return "multipath of 2"
+        g = self.graph
+        return f"graph of {len(g.hosts) + len(g.switches)} nodes, {len(g.emulated())} emulated links"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One traffic flow; ``count`` > 1 expands to that many parallel flows."""
+
+    id: str
+    """Flow identifier used in every results file (f1, f2, ...)."""
+    algo: str
+    """Congestion-control algorithm of the sender ("-" for UDP)."""
+    src: str
+    """Sending host."""
+    dst: str
+    """Receiving host."""
+    start_s: float = 0.0
+    """Start, seconds after traffic begins."""
+    duration_s: float = 0.0
+    """How long it sends at most, seconds."""
+    kind: str = "tcp"
+    """Traffic kind; one of FLOW_KINDS."""
+    bytes: int | None = None
+    """tcp: a finite transfer of this many bytes (its completion time is recorded); None: send for duration_s."""
+    rate_mbps: float = 0.0
+    """udp_onoff: sending rate while on, Mbit/s of UDP payload + headers on the wire."""
+    on_s: float = 0.0
+    """udp_onoff: mean length of an on period, seconds."""
+    off_s: float = 0.0
+    """udp_onoff: mean length of an off period, seconds (0: always on)."""
+    on_off: str = "fixed"
+    """udp_onoff: period lengths fixed or exponentially distributed (seeded)."""
+    segment: int = 0
+    """The L2 segment (subnet) the flow uses between its hosts (mptcp: its first subflow's)."""
+    subflow_segments: tuple[int, ...] = ()
+    """mptcp: the segment of each subflow, the first subflow's first (one path each)."""
+
+    @property
+    def is_tcp(self) -> bool:
+        """Whether the flow is TCP on the wire (its subflows are, for mptcp)."""
+        return self.kind in ("tcp", "mptcp")
+
+    @property
+    def is_mptcp(self) -> bool:
+        return self.kind == "mptcp"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated experiment."""
+
+    name: str
+    """Experiment name; part of the run directory's name."""
+    path: Path | None
+    """File the spec came from, if any."""
+    duration_s: float
+    """Length of the traffic phase, seconds."""
+    dataplane: str
+    """Data-plane target of the emulated links: kernel, bmv2 or tofino."""
+    seed: int
+    """Seed of every random draw (loss, on/off periods)."""
+    interval_s: float
+    """Counter polling interval, seconds."""
+    topology: Topology
+    """The network."""
+    bottleneck: LinkSpec
+    """The first emulated link's settings (a preset's default for all of its bottlenecks)."""
+    flows: tuple[Flow, ...] = field(default_factory=tuple)
+    """The flows, expanded (one entry per flow)."""
+    delay_fallback: str = "refuse"
+    """Where no delay element can run: refuse to run, or skip the delay (recorded)."""
+    delay_element: str = "auto"
+    """What delays packets: auto (netem where the kernel has it, else cclab-delay), netem or cclab-delay."""
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+    """The TOML as parsed, for the manifest."""
+
+    @property
+    def algos(self) -> tuple[str, ...]:
+        return tuple(sorted({f.algo for f in self.flows if f.is_tcp}))
+
+    @property
+    def graph(self) -> Graph:
+        return self.topology.graph
+
+    @property
+    def wants_delay(self) -> bool:
+        return any(lk.spec.has_delay for lk in self.graph.links)

@@ -6,7 +6,8 @@ sockets and pidfiles under /run/cclab), cclab-delay processes and their
 capture veth pairs, the dumbbell's switch bridges and veth ports, cclab's
 pinned BPF objects, and cclab's registered algorithms; for `switches = "ovs"`, the
 os-ken process, cclab's OVS bridges (also those added to an OVS the user runs, which
-is otherwise left alone) and the OVS daemons cclab started.  It
+is otherwise left alone) and the OVS daemons cclab started; and it puts back
+the host sysctls a killed run left changed (controller/dataplane/sysctls.py).  It
 never touches a network device or process that cclab's naming does not match.
 """
 
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 from controller import cc, system
-from controller.dataplane import delayline
+from controller.dataplane import delayline, sysctls
 from controller.dataplane.kernel import remove_pins
 from controller.fabric import ovs
 
@@ -102,6 +103,7 @@ def clean() -> list[str]:
         for d in sorted(system.PIN_ROOT.iterdir()):
             done.append(f"bpf pins {d}")
         remove_pins(system.PIN_ROOT)
+    done += sysctls.restore_saved()
     ours = [n for n in cc.available() if n in cc.CCLAB_ALGOS]
     if ours:
         cc.unload(ours)

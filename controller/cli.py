@@ -38,6 +38,10 @@ EXPECTED = (
     executors.ExecutorError,
 )
 
+KEEP_SYSCTLS_HELP = (
+    "keep the host's bridge-nf-call-* and tcp_child_ehash_entries as they are (slower; README: The host's sysctls)"
+)
+
 err = Console(stderr=True)
 out = Console()
 
@@ -46,7 +50,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     s = spec.load(Path(args.spec))
     if args.vm:
         # the guest runs the same command; its output comes back on this terminal
-        flags = (("--allow-no-delay", args.allow_no_delay), ("--no-plots", args.no_plots), ("--json", args.json))
+        flags = (
+            ("--allow-no-delay", args.allow_no_delay),
+            ("--no-plots", args.no_plots),
+            ("--json", args.json),
+            ("--keep-host-sysctls", args.keep_host_sysctls),
+        )
         extra = [f for f, on in flags if on]
         if args.results:
             extra += ["--results", str(Path(args.results).resolve())]
@@ -65,7 +74,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             live.update(render(state, title), refresh=True)
 
     opts = runner.RunOptions(
-        allow_no_delay=args.allow_no_delay, on_update=update, on_running=running, plots=not args.no_plots
+        allow_no_delay=args.allow_no_delay,
+        on_update=update,
+        on_running=running,
+        plots=not args.no_plots,
+        host_sysctls=not args.keep_host_sysctls,
     )
     if args.results:
         opts.results_root = Path(args.results)
@@ -212,31 +225,47 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         err.print(f"bench dataplane: {msg}", highlight=False)
 
     res = bench.dataplane(
-        duration_s=args.duration, flows=args.flows, shaper=args.shaper, progress=progress, target=args.target
+        duration_s=args.duration,
+        flows=args.flows,
+        shaper=args.shaper,
+        repeats=args.repeats,
+        progress=progress,
+        target=args.target,
+        host_sysctls=not args.keep_host_sysctls,
     )
     if args.json:
         print(json.dumps(res))
         return 0
+
+    def mbps(x: float | None, fmt: str = ".0f") -> str:
+        return "-" if x is None else f"{x / 1e6:{fmt}} Mbit/s"
+
     for r in res.get("targets", [res]):
-        out.print(f"{r['target']} ({r['shaper']}):")
-        for p in r["points"]:
-            ach, e, cpu = p["achieved_bps"], p["error"], p["cpu_busy"]
+        out.print(f"{r['target']} ({r['shaper']}), medians of {r['repeats']} runs per rate:")
+        for st in r["steps"]:
+            runs = st["runs"]
+            achieved = ", ".join(mbps(p["achieved_bps"], ".1f").removesuffix(" Mbit/s") for p in runs)
+            busy = [p["cpu_busy"] for p in runs if p["cpu_busy"] is not None]
             out.print(
-                f"  {p['rate_bps'] / 1e6:8.0f} Mbit/s -> {'-' if ach is None else f'{ach / 1e6:8.1f}'} Mbit/s "
-                f"(error {'-' if e is None else f'{e:.2%}'}, CPU busy {'-' if cpu is None else f'{cpu:.0%}'})"
+                f"  {mbps(st['rate_bps'], '8.1f')}: {'ok  ' if st['ok'] else 'MISS'} median error "
+                f"{st['median_error']:.2%} (achieved {achieved}; CPU busy "
+                f"{'-' if not busy else f'{max(busy):.0%}'})"
             )
-        m, c = r["max_accurate_rate_bps"], r["ceiling_bps"]
+        ceil = ", ".join(mbps(c).removesuffix(" Mbit/s") for c in r["ceiling_runs_bps"])
+        ratio = r["ratio_to_ceiling"]
         out.print(
-            f"{r['target']}: max accurate rate (<= 2 % error): {'-' if m is None else f'{m / 1e6:g} Mbit/s'}; "
-            f"unshaped ceiling of the same path: {'-' if c is None else f'{c / 1e6:.0f} Mbit/s'}"
+            f"{r['target']}: max accurate rate (<= {r['rate_error_max']:.0%} error, bisection to "
+            f"{r['resolution']:.0%}): {mbps(r['max_accurate_rate_bps'])} = "
+            f"{'-' if ratio is None else f'{ratio:.1%}'} of the unshaped ceiling {mbps(r['ceiling_bps'])} "
+            f"(median of {ceil}) measured in the same run"
         )
     return 0
 
 
 def _cmd_bench_ovs(args: argparse.Namespace) -> int:
-    from controller import bench_ovs
+    from controller import bench
 
-    res = bench_ovs.fabric_ceiling(
+    res = bench.fabric_ceiling(
         seconds=args.seconds, repeats=args.repeats, progress=lambda m: err.print(f"bench ovs: {m}", highlight=False)
     )
     if args.json:
@@ -421,6 +450,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-live", action="store_true", help="no live table (for logs and scripts)")
     r.add_argument("--no-plots", action="store_true", help="skip plots/*.png")
     r.add_argument("--json", action="store_true", help="print summary.json on stdout at the end")
+    r.add_argument("--keep-host-sysctls", action="store_true", help=KEEP_SYSCTLS_HELP)
     r.set_defaults(func=_cmd_run)
 
     c = sub.add_parser("check", help="validate a spec without running it")
@@ -484,11 +514,15 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True, metavar="BENCH")
-    bd = bsub.add_parser("dataplane", help="highest rate emulated within 2 %% error, beside the unshaped ceiling")
+    bd = bsub.add_parser(
+        "dataplane", help="highest rate emulated within 2 %% error (bisection), as a share of the unshaped ceiling"
+    )
     bd.add_argument("--json", action="store_true", help="print one JSON line")
     bd.add_argument("--duration", type=float, default=6.0, help="seconds per point (default 6)")
     bd.add_argument("--flows", type=int, default=4, help="saturating cubic flows (default 4)")
     bd.add_argument("--shaper", choices=spec.SHAPERS, default="htb", help="kernel rate limiter (default htb)")
+    bd.add_argument("--repeats", type=int, default=3, help="runs per rate; the median judges it (default 3)")
+    bd.add_argument("--keep-host-sysctls", action="store_true", help=KEEP_SYSCTLS_HELP)
     bd.add_argument(
         "--target",
         choices=(*bench.TARGETS, "all"),

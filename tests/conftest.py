@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controller import clean
-from controller.dataplane import FlowKey, delayline
+from controller.dataplane import FlowKey, delayline, sysctls
 from controller.dataplane.bmv2 import Bmv2Bottleneck
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 
@@ -129,6 +129,8 @@ def leftovers() -> list[str]:
     for dev in os.listdir("/sys/class/net"):
         if clean.PORT.match(dev) or clean.BRIDGE.match(dev) or delayline.CAPTURE_DEV.match(dev):
             found.append(f"device {dev}")
+    if sysctls.SAVED.exists():
+        found.append(f"host sysctls not put back: {sysctls.SAVED.read_text().strip()}")
     pins = Path("/sys/fs/bpf/cclab")
     if pins.exists() and any(pins.iterdir()):
         found.append(f"bpf pins {sorted(p.name for p in pins.iterdir())}")
@@ -180,7 +182,8 @@ def compile_p4(out: Path) -> subprocess.CompletedProcess[str]:
 def kernel_dumbbell(
     run_id: str, params: LinkParams, static_arp: bool = False
 ) -> Iterator[tuple[Any, KernelBottleneck]]:
-    """A one-pair dumbbell of Linux bridges whose s1-eth1 -> s2-eth1 is the kernel target's bottleneck."""
+    """A one-pair dumbbell of Linux bridges whose s1-eth1 -> s2-eth1 is the kernel target's bottleneck, with the
+    host sysctls a run sets (the bridges without netfilter's hooks)."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
@@ -188,7 +191,9 @@ def kernel_dumbbell(
 
     setLogLevel("error")
     mod = load_topology_module()
-    net = Mininet(mod.Dumbbell(pairs=1), switch=mod.CclabBridge, host=mod.CclabHost, controller=None)
+    tuned = sysctls.NetworkSysctls()
+    topo = mod.Dumbbell(pairs=1)
+    net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
     dp = KernelBottleneck(run_id, "s1-eth1", "s2-eth1")
     try:
         net.start()
@@ -199,6 +204,7 @@ def kernel_dumbbell(
     finally:
         dp.teardown()
         net.stop()
+        tuned.restore()
 
 
 @contextmanager

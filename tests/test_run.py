@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from controller import spec, system
+from controller.dataplane import sysctls
 from controller.experiment import runner
 from controller.measure.metrics import binomial_interval
 from tests.conftest import CCLAB, REPO, leftovers
@@ -35,8 +36,14 @@ def _spec(**bottleneck: Any) -> spec.Spec:
     return spec.parse(raw)
 
 
+def _host_sysctls() -> dict[str, str]:
+    return {name: system.read_sysctl(name) for name, _ in (*sysctls.BRIDGE_NF_OFF, *sysctls.CHILD_EHASH)}
+
+
 def test_run_meets_contract_and_tolerances(tmp_path: Path) -> None:
+    before = _host_sysctls()
     out = runner.run(_spec(per=1e-4), runner.RunOptions(results_root=tmp_path))
+    assert _host_sysctls() == before, "the run did not put the host's sysctls back"
     s = out.summary
     assert s["complete"] is True, s["reason"]
     assert not (out.run_dir / "INCOMPLETE").exists()
@@ -72,6 +79,10 @@ def test_run_meets_contract_and_tolerances(tmp_path: Path) -> None:
         assert (out.run_dir / "plots" / name).stat().st_size > 10_000, f"plot {name} missing or empty"
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
     assert manifest["seed"] == 3 and manifest["host"]["kernel"] == os.uname().release
+    changed, set_to = manifest["host_sysctls_changed"], dict((*sysctls.BRIDGE_NF_OFF, *sysctls.CHILD_EHASH))
+    for name, was in before.items():
+        want = {"was": was} if was == "absent" else {"was": was, "set": set_to[name]}
+        assert changed[name] == want, f"manifest: {name} recorded as {changed.get(name)}, want {want}"
 
 
 def test_random_loss_1e2_in_binomial_interval(tmp_path: Path) -> None:
@@ -145,6 +156,7 @@ def test_sigint_tears_down_and_marks_incomplete(tmp_path: Path) -> None:
 
 
 def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
+    before = _host_sysctls()
     proc = _start_demo(tmp_path)
     run_dir = _wait_running(tmp_path, proc)
     time.sleep(1)
@@ -155,4 +167,5 @@ def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
     clean = subprocess.run([*CCLAB, "clean"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert clean.returncode == 0, clean.stderr
     assert leftovers() == [], f"cclab clean left: {leftovers()}"
+    assert _host_sysctls() == before, "cclab clean did not put the host's sysctls back"
     assert (run_dir / "INCOMPLETE").exists(), "a killed run must stay marked incomplete"

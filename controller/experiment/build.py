@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import system
-from controller.dataplane import DataPlaneError, FlowKey, delay
+from controller.dataplane import DataPlaneError, FlowKey, delay, sysctls
 from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.experiment.preflight import P4_INFO, P4_JSON, RunError
@@ -181,6 +181,10 @@ class Experiment:
     notes_host: dict[str, Any] = field(default_factory=dict)
     fabric: OvsFabric | None = None
     """switches = "ovs": the OVS bridges' daemons and os-ken app"""
+    tune_host: bool = True
+    """Set the host sysctls of dataplane/sysctls.py while the network exists (put back on teardown)."""
+    host_sysctls: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Host sysctls changed for the run: name -> {"was", "set"} (dataplane/sysctls.py)"""
 
     @property
     def ovs(self) -> bool:
@@ -211,7 +215,12 @@ class Experiment:
             self.teardowns.append(self.fabric.stop_ovs)
             ovs_params = self.fabric.start_ovs()
         topo = mod.GraphTopo(graph=self.spec.graph, bmv2=bmv2, p4_params=p4_params, ovs_params=ovs_params)
-        net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
+        tuned = sysctls.NetworkSysctls(self.tune_host)
+        self.teardowns.append(tuned.restore)
+        self.host_sysctls = tuned.changed
+        net = tuned.build(
+            lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
+        )
         self.teardowns.append(net.stop)
         if self.fabric is not None:
             self.teardowns.append(self.fabric.stop_app)

@@ -51,6 +51,8 @@ class RunOptions:
     """Called once the network is built and programmed, just before traffic starts: a live view starts here,
     so it only ever shows a running experiment (every refusal comes before)."""
     plots: bool = True
+    host_sysctls: bool = True
+    """Set the host sysctls of dataplane/sysctls.py for the run (put back on teardown); False keeps the host's."""
 
 
 @dataclass
@@ -104,7 +106,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
     with run_lock():
         loaded = cc.load(spec.algos)
         run_dir = rundir.new_run_dir(spec, opts.results_root)
-        ex = Experiment(spec, element, notes, run_dir)
+        ex = Experiment(spec, element, notes, run_dir, tune_host=opts.host_sysctls)
         ex.teardowns.append(lambda: cc.unload(loaded))
         complete, reason = False, None
         goodputs: dict[str, float | None] = {}
@@ -117,6 +119,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     "delay_applied": bool(ex.delays),
                     "delay_element": element if ex.delays else None,
                     "hosts": ex.notes_host,
+                    "host_sysctls_changed": ex.host_sysctls,
                     "links": ex.describe_links(),
                 }
                 if ex.fabric is not None:

@@ -31,6 +31,7 @@
 #define TC_ACT_OK	0
 #define TC_ACT_SHOT	2
 #define ETH_P_IP	0x0800
+#define IP_OFFSET_	0x1FFF	/* fragment offset bits of frag_off */
 #define IPPROTO_TCP_	6
 #define IPPROTO_UDP_	17
 
@@ -133,8 +134,19 @@ static __always_inline void bn_key_from(struct bn_flow_key *key,
 	}
 }
 
+/* Whether a valid IPv4 header (version 4, IHL >= 5: the caller checks)
+ * has the packet's ports after it: TCP or UDP, and the first fragment (a
+ * later fragment's payload is data, not ports).
+ */
+static __always_inline bool bn_has_ports(const struct iphdr *ip)
+{
+	return (ip->protocol == IPPROTO_TCP_ || ip->protocol == IPPROTO_UDP_) &&
+	       !(ip->frag_off & bpf_htons(IP_OFFSET_));
+}
+
 /* Parse a tc packet: Ethernet, IPv4, then TCP/UDP ports.  Leaves the key
- * all zero for anything else.
+ * all zero for anything that is not IPv4 with a valid header; IPv4 without
+ * ports (other protocols, later fragments) is keyed by addresses and protocol.
  */
 static __always_inline void bn_parse_skb(struct __sk_buff *skb,
 					 struct bn_flow_key *key)
@@ -152,7 +164,9 @@ static __always_inline void bn_parse_skb(struct __sk_buff *skb,
 	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > data_end)
 		return;
-	if (ip->protocol != IPPROTO_TCP_ && ip->protocol != IPPROTO_UDP_) {
+	if (ip->version != 4 || ip->ihl < 5)	/* not a header we can key */
+		return;
+	if (!bn_has_ports(ip)) {
 		bn_key_from(key, ip, NULL);
 		return;
 	}
@@ -278,8 +292,9 @@ int BPF_PROG(bn_qdrop, struct sk_buff *skb, void *location,
 	head = BPF_CORE_READ(skb, head);
 	nh = BPF_CORE_READ(skb, network_header);
 	if (BPF_CORE_READ(skb, protocol) == bpf_htons(ETH_P_IP) &&
-	    !bpf_probe_read_kernel(&ip, sizeof(ip), head + nh)) {
-		if ((ip.protocol == IPPROTO_TCP_ || ip.protocol == IPPROTO_UDP_) &&
+	    !bpf_probe_read_kernel(&ip, sizeof(ip), head + nh) &&
+	    ip.version == 4 && ip.ihl >= 5) {
+		if (bn_has_ports(&ip) &&
 		    !bpf_probe_read_kernel(ports, sizeof(ports),
 					   head + nh + ip.ihl * 4))
 			bn_key_from(&key, &ip, ports);

@@ -458,19 +458,11 @@ def test_non_flow_frames_harm_nothing(bed: Target) -> None:
     assert cap.seqs() == list(range(50))
 
 
-def test_non_first_fragments_not_keyed_by_payload(request: pytest.FixtureRequest, bed: Target) -> None:
+def test_non_first_fragments_not_keyed_by_payload(bed: Target) -> None:
     """Clause: counters keyed by the 5-tuple, and malformed input does not corrupt them. A non-first IPv4
     fragment carries no ports; its payload must not be read as ports. 20 UDP datagrams of UDP_F in three
     fragments each, the later fragments' payloads beginning with UDP_F's own ports: UDP_F counts the 20
     first fragments only."""
-    deviates(
-        request,
-        bed,
-        "kernel",
-        "p4/ebpf/bottleneck.bpf.c (bn_parse_skb, bn_qdrop) reads ports at the L4 offset of every IPv4 "
-        "packet whatever its fragment offset, so a non-first fragment whose payload begins like a flow's "
-        "ports is counted as that flow (and other fragments under made-up keys)",
-    )
     batch = bed.next_batch()
     ports = UDP_F.sport.to_bytes(2, "big") + UDP_F.dport.to_bytes(2, "big")
     frames, firsts = [], 0

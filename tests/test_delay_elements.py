@@ -1,0 +1,101 @@
+"""netem and cclab-delay side by side: experiments/delay_elements.toml through netem in the lab VM and through
+cclab-delay on this host (a kernel without netem).
+
+Both runs must keep each flow's base RTT within 0.5 ms of the spec's 80 ms, and give each algorithm (reno,
+cubic, tcpwplus, each alone on the link in turn) a throughput within 3 % of the other run's.  The RTT
+samples' spread (tcp_info srtt, p10/p50/p90 per flow) is printed beside them.
+
+Needs root, the lab VM (`make vm`) and a host kernel without netem (cclab-delay then delays on the host);
+skips with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import system
+from tests.conftest import CCLAB, REPO, lab_vm_missing
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+SPEC = REPO / "experiments" / "delay_elements.toml"
+OUT = REPO / "build" / "vm-test" / "results-delay-elements"
+BASE_RTT_MS = 80.0
+BASE_RTT_TOL_MS = 0.5
+THROUGHPUT_TOL = 0.03
+
+
+def _run(vm: bool, out: Path) -> tuple[Path, dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    before = set(out.iterdir())
+    proc = subprocess.run(
+        [*CCLAB, "run", *(["--vm"] if vm else []), str(SPEC), "--results", str(out), "--no-plots", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    where = "cclab run --vm" if vm else "cclab run"
+    assert proc.returncode == 0, f"{where}: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
+    new = sorted(set(out.iterdir()) - before)
+    assert len(new) == 1, f"expected one new run directory in {out}, got {new}"
+    summ = json.loads((new[0] / "summary.json").read_text())
+    assert summ["complete"], f"{where}: incomplete: {summ.get('reason')}"
+    return new[0], summ
+
+
+def _srtt_ms(run_dir: Path) -> dict[str, list[float]]:
+    """Each flow's tcp_info srtt samples (ms) while it had data in flight."""
+    out: dict[str, list[float]] = {}
+    with (run_dir / "cwnd.csv").open() as f:
+        for row in csv.DictReader(f):
+            if row["srtt_us"]:
+                out.setdefault(row["flow"], []).append(int(row["srtt_us"]) / 1000)
+    return out
+
+
+def _spread(xs: list[float]) -> str:
+    q = statistics.quantiles(xs, n=10)
+    return f"p10/p50/p90 {q[0]:.1f}/{statistics.median(xs):.1f}/{q[8]:.1f} ms (n={len(xs)})"
+
+
+def test_netem_and_cclab_delay_agree() -> None:
+    why = lab_vm_missing()
+    if why:
+        pytest.skip(why)
+    if system.has_netem():
+        pytest.skip("this kernel has netem, so `auto` picks netem on the host too: nothing to compare")
+    runs = {}
+    for vm, element in ((True, "netem"), (False, "cclab-delay")):
+        run_dir, summ = _run(vm, OUT / element)
+        assert summ["delay_element"] == element, f"{element} run was delayed by {summ['delay_element']}"
+        runs[element] = (run_dir, summ)
+    rows = []
+    for element, (run_dir, summ) in runs.items():
+        srtt = _srtt_ms(run_dir)
+        for f in summ["flows"]:
+            rows.append(
+                f"{element:12} {f['algo']:9} {f['throughput_bps'] / 1e6:6.2f} Mbit/s  min RTT {f['min_rtt_ms']:.3f} ms"
+                f"  srtt {_spread(srtt[f['id']])}"
+            )
+    print("\n" + "\n".join(rows))
+    for element, (_run_dir, summ) in runs.items():
+        for f in summ["flows"]:
+            assert f["base_rtt_ms"] == BASE_RTT_MS, f
+            assert f["min_rtt_ms"] is not None and abs(f["min_rtt_ms"] - BASE_RTT_MS) <= BASE_RTT_TOL_MS, (
+                f"{element} {f['algo']}: min RTT {f['min_rtt_ms']} ms, spec {BASE_RTT_MS:g} ms"
+            )
+    netem = {f["algo"]: f["throughput_bps"] for f in runs["netem"][1]["flows"]}
+    ours = {f["algo"]: f["throughput_bps"] for f in runs["cclab-delay"][1]["flows"]}
+    for algo in ("reno", "cubic", "tcpwplus"):
+        ratio = ours[algo] / netem[algo]
+        assert abs(ratio - 1) <= THROUGHPUT_TOL, (
+            f"{algo}: cclab-delay {ours[algo] / 1e6:.2f} Mbit/s vs netem {netem[algo] / 1e6:.2f} Mbit/s ({ratio:.3f})"
+        )

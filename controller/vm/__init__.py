@@ -20,6 +20,7 @@ One idea per file:
                only: `make vm`, `make vm-test` and `make vm-bench` call it so)
 """
 
+from controller.vm.accel import kvm_verdict
 from controller.vm.image import Image, Kernel, build, image, require_image
 from controller.vm.run import VmResult, run_in_vm, run_spec_in_vm
 from controller.vm.settings import QEMU, VmError
@@ -32,6 +33,7 @@ __all__ = [
     "VmResult",
     "build",
     "image",
+    "kvm_verdict",
     "require_image",
     "run_in_vm",
     "run_spec_in_vm",

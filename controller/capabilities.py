@@ -346,7 +346,7 @@ def lab_vm() -> tuple[Capability, Capability]:
             Capability("vm.accel", "lab VM acceleration", False, "no image", "sudo make vm", HOST),
         )
     built = img.complete()
-    where = f"kernel {img.kernel.abi} in {img.dir}"
+    where = f"kernel {img.kernel.abi} in {img.dir}" if built else str(img.dir)  # the kernel is read from the image
     image_cap = Capability(
         "vm.image",
         "lab VM image",

@@ -46,7 +46,7 @@ def _why_skip() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_why_skip() is not None, reason=_why_skip() or "")
+pytestmark = [pytest.mark.root, pytest.mark.skipif(_why_skip() is not None, reason=_why_skip() or "")]
 
 
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

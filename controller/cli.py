@@ -39,7 +39,8 @@ EXPECTED = (
 )
 
 KEEP_SYSCTLS_HELP = (
-    "keep the host's bridge-nf-call-* and tcp_child_ehash_entries as they are (slower; README: The host's sysctls)"
+    "keep the host's bridge-nf-call-iptables and tcp_child_ehash_entries as they are (README: The host's "
+    "sysctls; with bridge-nf-call-iptables = 0 TCP Small Queues keeps a flow from filling an emulated queue)"
 )
 
 err = Console(stderr=True)

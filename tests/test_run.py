@@ -37,7 +37,7 @@ def _spec(**bottleneck: Any) -> spec.Spec:
 
 
 def _host_sysctls() -> dict[str, str]:
-    return {name: system.read_sysctl(name) for name, _ in (*sysctls.BRIDGE_NF_OFF, *sysctls.CHILD_EHASH)}
+    return {name: system.read_sysctl(name) for name, _ in (*sysctls.BRIDGE_NF, *sysctls.CHILD_EHASH)}
 
 
 def test_run_meets_contract_and_tolerances(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_run_meets_contract_and_tolerances(tmp_path: Path) -> None:
         assert (out.run_dir / "plots" / name).stat().st_size > 10_000, f"plot {name} missing or empty"
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
     assert manifest["seed"] == 3 and manifest["host"]["kernel"] == os.uname().release
-    changed, set_to = manifest["host_sysctls_changed"], dict((*sysctls.BRIDGE_NF_OFF, *sysctls.CHILD_EHASH))
+    changed, set_to = manifest["host_sysctls_changed"], dict((*sysctls.BRIDGE_NF, *sysctls.CHILD_EHASH))
     for name, was in before.items():
         want = {"was": was} if was == "absent" else {"was": was, "set": set_to[name]}
         assert changed[name] == want, f"manifest: {name} recorded as {changed.get(name)}, want {want}"
@@ -94,6 +94,28 @@ def test_random_loss_1e2_in_binomial_interval(tmp_path: Path) -> None:
     assert lo <= k <= hi, f"{k} random drops of {n} packets, 99 % interval [{lo}, {hi}]"
     assert out.summary["fidelity"]["checks"]["random_drops_in_99pct_interval"]["ok"]
     assert sum(f["random_drops"] for f in out.summary["flows"]) <= k
+
+
+def test_one_tcp_flow_fills_the_bottleneck_queue(tmp_path: Path) -> None:
+    """A single reno flow fills a 100-packet drop-tail queue and loses packets to it: the packets waiting at the
+    emulated link no longer count against the sender's TCP Small Queues budget (dataplane/sysctls.py), which
+    would otherwise hold the backlog at a few packets with nothing dropped."""
+    raw = {
+        "name": "pytest-tsq",
+        "duration_s": 8,
+        "seed": 3,
+        "topology": {"kind": "dumbbell", "pairs": 1},
+        "bottleneck": {"rate_mbps": 10, "queue_pkts": 100, "delay_ms": 20},
+        "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}],
+    }
+    out = runner.run(spec.parse(raw), runner.RunOptions(results_root=tmp_path, plots=False))
+    assert out.summary["complete"], out.summary["reason"]
+    rows = (out.run_dir / "link.csv").read_text().splitlines()
+    col = rows[0].split(",").index("backlog_pkts")
+    peak = max(float(r.split(",")[col]) for r in rows[1:])
+    [flow] = out.summary["flows"]
+    assert peak >= 95, f"the backlog peaked at {peak:.0f} of 100 packets"
+    assert flow["queue_drops"] > 0, "a single reno flow never overflowed a 100-packet queue in 8 s"
 
 
 @pytest.mark.skipif(system.has_netem(), reason="this kernel has netem: the delay is applied, nothing to refuse")

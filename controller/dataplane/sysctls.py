@@ -1,20 +1,28 @@
-"""Host-wide sysctls a run changes for the speed of the emulated path, always put back.
+"""Host-wide sysctls a run sets for the fidelity and speed of the emulated path, always put back.
 
-Measured here (perf, 4 saturating flows through the unshaped dumbbell): with
-`net.bridge.bridge-nf-call-iptables = 1` every frame the Linux-bridge switches
-forward also crosses netfilter's bridge hooks (br_netfilter: header checks, an
-skb extension, the IP hooks), about a sixth of all CPU samples; the switches
-live in the host's own network namespace, where these sysctls are the host's.
-cclab adds no netfilter rules, so with the hooks off the bridges forward the
-same frames.  And every tcp_info sample (a sock_diag dump, 10 per second per
-sending host) walks the whole TCP established hash when the hosts' namespaces
-share the host's (262144 buckets here): a namespace made while
+The Linux-bridge switches live in the host's own network namespace.  With
+`net.bridge.bridge-nf-call-iptables = 0` a TCP flow through an emulated link
+with delay cannot fill the link's queue.  Measured here: one reno flow,
+10 Mbit/s, a 100-packet queue, 20 ms: with 0 the backlog peaked at 7-8 packets
+and nothing was dropped in 10 s; with 1 it reached 100 and 142 packets were
+dropped (tests/test_run.py keeps it so).  The likely cause is TCP Small Queues:
+a packet keeps its sending socket as owner across veth pairs and bridges, and
+the sender holds back once about two packets (or 1 ms of its pacing rate) are
+not yet freed; netfilter's bridge hook for IPv4 (br_netfilter) releases each
+frame from its socket as IP input does.  So runs set it to 1 while a network
+exists, loading br_netfilter where the kernel has it as a module and it is not
+loaded.  The hook costs about a sixth of the CPU on the bridged path (perf, 4
+saturating flows); cclab adds no netfilter rules.
+
+And every tcp_info sample (a sock_diag dump, 10 per second per sending host)
+walks the whole TCP established hash when the hosts' namespaces share the
+host's (262144 buckets here): a namespace made while
 `net.ipv4.tcp_child_ehash_entries` is set gets a hash of its own.
 
 Before it changes anything, a change saves the values it found in
 /run/cclab/sysctls.json, so that `cclab clean` puts them back after a run that
 was killed; `restore()` puts them back on teardown.  Values the host does not
-have (no br_netfilter loaded) are left alone and recorded as "absent".
+have even after loading their module are left alone and recorded as "absent".
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +43,11 @@ T = TypeVar("T")
 
 SAVED = system.RUN_STATE / "sysctls.json"
 
-#: while a network exists: the Linux-bridge switches forward without netfilter's bridge hooks
-BRIDGE_NF_OFF = (
-    ("net.bridge.bridge-nf-call-iptables", "0"),
-    ("net.bridge.bridge-nf-call-ip6tables", "0"),
-    ("net.bridge.bridge-nf-call-arptables", "0"),
-)
+#: while a network exists: IPv4 frames the bridges forward cross br_netfilter, which frees them from the
+#: sender's socket (else TCP Small Queues caps what a flow can queue at an emulated link)
+BRIDGE_NF = (("net.bridge.bridge-nf-call-iptables", "1"),)
+#: the module that provides net.bridge.* where it is not loaded
+BRIDGE_NF_MODULE = "br_netfilter"
 #: while the hosts' namespaces are made: each gets an established hash of its own (buckets)
 CHILD_EHASH = (("net.ipv4.tcp_child_ehash_entries", "4096"),)
 
@@ -66,6 +74,14 @@ def _write_saved(saved: dict[str, str]) -> None:
     os.replace(tmp, SAVED)
 
 
+def _load_bridge_nf() -> bool:
+    """modprobe br_netfilter (a kernel without loadable modules or without it: False)."""
+    if not Path("/proc/modules").exists() or shutil.which("modprobe") is None:
+        return False
+    proc = system.run(["modprobe", "-q", BRIDGE_NF_MODULE], check=False)
+    return proc.returncode == 0
+
+
 def _write(name: str, value: str) -> None:
     try:
         _path(name).write_text(value + "\n")
@@ -80,12 +96,17 @@ class HostSysctls:
     wanted: tuple[tuple[str, str], ...]
     changed: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
     """name -> {"was": value found, "set": value cclab set} (or {"was": "absent"} where the host lacks it)."""
+    loaded: bool = field(default=False, init=False)
+    """br_netfilter was loaded for these (it stays loaded: unloading it could race other users)."""
 
     def apply(self) -> dict[str, dict[str, str]]:
         """Save the values found (first saver wins, so a crashed run's originals stay), then set ours."""
         saved = _read_saved()
         for name, value in self.wanted:
             now = system.read_sysctl(name)
+            if now == "absent" and name.startswith("net.bridge.") and _load_bridge_nf():
+                now = system.read_sysctl(name)
+                self.loaded = True
             if now == "absent":
                 self.changed[name] = {"was": "absent"}
                 continue
@@ -120,13 +141,13 @@ def make_namespaces(make: Callable[[], T]) -> tuple[T, dict[str, dict[str, str]]
 
 @dataclass
 class NetworkSysctls:
-    """What a cclab network is built under: BRIDGE_NF_OFF while it exists, CHILD_EHASH while its hosts are made."""
+    """What a cclab network is built under: BRIDGE_NF while it exists, CHILD_EHASH while its hosts are made."""
 
     enabled: bool = True
-    """False: build under the host's own values, changing nothing (a host whose firewall filters bridged frames)."""
+    """False: build under the host's own values, changing nothing."""
     changed: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
     """Everything changed, for the manifest: name -> {"was", "set"}."""
-    _bridges: HostSysctls = field(default_factory=lambda: HostSysctls(BRIDGE_NF_OFF), init=False)
+    _bridges: HostSysctls = field(default_factory=lambda: HostSysctls(BRIDGE_NF), init=False)
 
     def build(self, make: Callable[[], T]) -> T:
         """make() the network (Mininet(...)) under these sysctls; on failure put everything back and raise."""

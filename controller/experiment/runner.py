@@ -164,8 +164,11 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
             raise
         finally:
             with signals_ignored():
-                series = ex.monitor.stop() if ex.monitor is not None and ex.monitor.series.first else None
-                edge = ex.edge_counts() if series is not None else {}
+                started = ex.monitor is not None and bool(ex.monitor.series.first)
+                # the edge first: it waits until the senders' switches count no more packets (a closed
+                # socket still sends what it buffered), so the links' final read below sees the same packets
+                edge = ex.edge_counts() if started else {}
+                series = ex.monitor.stop() if ex.monitor is not None and started else None
                 for fl in ex.flows:
                     fl.stop()
                     goodputs[fl.flow_id] = fl.goodput_bps()

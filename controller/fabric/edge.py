@@ -6,8 +6,8 @@ sender's switch, the emulated links' view beside them, and what stays unexplaine
 
     unexplained = edge packets - forwarded at the last link - drops on the path - packets queued on the path
 
-which is 0 when the counters agree; a packet or two may be on a wire between two reads (a sender
-stopped at the end sends its FIN or RST after the links' last read): EDGE_TOLERANCE_PKTS.
+which is 0 when the counters agree.  The runner reads the edge once its counts stopped moving and the
+links after it; a packet or two may still be between the two reads: EDGE_TOLERANCE_PKTS.
 """
 
 from __future__ import annotations

@@ -64,10 +64,11 @@ def l4(key: FlowKey, **ip: Any) -> Packet:
     return head / UDP(sport=key.sport, dport=key.dport)
 
 
-def deviates(request: pytest.FixtureRequest, target: Target, name: str, reason: str) -> None:
-    """Mark a known deviation of target `name` from the clause under test: reported, never passed silently."""
+def deviates(request: pytest.FixtureRequest, target: Target, name: str, reason: str, always: bool = True) -> None:
+    """Mark a known deviation of target `name` from the clause under test: reported, never passed silently.
+    always=False: a deviation seen in some runs only (reported as XPASS where it did not show)."""
     if target.name == name:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=f"{name} deviates: {reason}"))
+        request.node.add_marker(pytest.mark.xfail(strict=always, reason=f"{name} deviates: {reason}"))
 
 
 def rate_bps(arrivals: list[tuple[float, int, bytes]]) -> float:
@@ -468,9 +469,10 @@ def test_non_first_fragments_not_keyed_by_payload(request: pytest.FixtureRequest
         bed,
         "kernel",
         "with the bridges' IPv4 netfilter hook on (runs need it, controller/dataplane/sysctls.py) the later "
-        "fragments reach p4/ebpf/bottleneck.bpf.c keyed by their payload (measured: all 40 under the ports their "
-        "payload begins with), although the program keys a fragment with an offset by addresses only; with the "
-        "hook off it passes. Not yet explained",
+        "fragments may reach p4/ebpf/bottleneck.bpf.c keyed by their payload (measured: all 40 under the ports their "
+        "payload begins with, in some runs), although the program keys a fragment with an offset by addresses "
+        "only; other runs pass, and so do runs with the hook off. Not yet explained",
+        always=False,
     )
     batch = bed.next_batch()
     ports = UDP_F.sport.to_bytes(2, "big") + UDP_F.dport.to_bytes(2, "big")

@@ -233,3 +233,22 @@ def test_cwnd_recoveries_time_each_reduction_back_to_its_window() -> None:
     rows.insert(0, {"t_s": "0.0", "flow": "f1", "algo": "bbr", "cwnd_pkts": "5", "ssthresh_pkts": "5"})
     times, unrecovered = report.cwnd_recoveries(rows, {"f1": "tcpwplus"})
     assert times == [pytest.approx(0.2)] and unrecovered == 1
+
+
+def test_per_path_splits_an_mptcp_connection_by_the_links_its_subflows_cross() -> None:
+    """Each subflow by its path, beside the mean of the single-path TCP flows on each path; UDP left out;
+    nothing for a run without an mptcp connection."""
+    flows = [
+        {"id": "f1.1", "path": ["l1"], "throughput_bps": 1e6},
+        {"id": "f1.2", "path": ["l2"], "throughput_bps": 3e6},
+        {"id": "f2", "path": ["l1"], "throughput_bps": 2e6},
+        {"id": "f3", "path": ["l1"], "throughput_bps": 4e6},
+        {"id": "f4", "path": ["l2"], "throughput_bps": 9e6, "kind": "udp_onoff"},
+    ]
+    s = {"flows": flows, "mptcp": [{"id": "f1", "subflows": ["f1.1", "f1.2"]}]}
+    assert report.per_path(s) == {
+        ("subflow_throughput_mbps", "l1"): 1.0,
+        ("subflow_throughput_mbps", "l2"): 3.0,
+        ("path_flow_throughput_mbps", "l1"): 3.0,
+    }
+    assert report.per_path({"flows": flows}) == {}

@@ -163,6 +163,25 @@ def _fmt(v: float | None) -> str:
     return "" if v is None else f"{v:.6g}"
 
 
+def per_path(s: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """Runs with an mptcp connection: each subflow's Mbit/s by the links it crosses ("subflow_throughput_mbps",
+    "l1"), and the mean of the single-path TCP flows on each path beside it ("path_flow_throughput_mbps")."""
+    subs = {sid for conn in s.get("mptcp", []) for sid in conn["subflows"]}
+    if not subs:
+        return {}
+    out: dict[tuple[str, str], float] = {}
+    single: dict[str, list[float]] = defaultdict(list)
+    for f in s["flows"]:
+        where = "+".join(f["path"])
+        if f["id"] in subs:
+            out[("subflow_throughput_mbps", where)] = f["throughput_bps"] / 1e6
+        elif f.get("kind", "tcp") == "tcp":
+            single[where].append(f["throughput_bps"] / 1e6)
+    for where, tputs in single.items():
+        out[("path_flow_throughput_mbps", where)] = sum(tputs) / len(tputs)
+    return out
+
+
 def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
     """(swept paths, one row per run, one row per grid point x metric x algorithm)."""
     manifest, runs = _runs(sweep_dir)
@@ -198,6 +217,9 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
         for algo, tputs in sorted(by_algo.items()):
             row[f"{algo}_flow_throughput_mbps"] = sum(tputs) / len(tputs)
             values[(pt["index"], "flow_throughput_mbps", algo)].append(sum(tputs) / len(tputs))
+        for (metric, where), v in sorted(per_path(s).items()):
+            row[f"{where}_{metric}"] = v
+            values[(pt["index"], metric, where)].append(v)
         run_rows.append(row)
 
     flows_at = {r["point"]: r["n_flows"] for r in run_rows}

@@ -144,3 +144,15 @@ def test_real_loss_limited_flow_is_ok_with_the_rate_not_applicable(tmp_path: Pat
     applicable_fail = [name for name, c in fid["checks"].items() if not c["ok"]]
     assert fid["ok"] is (not applicable_fail and not fid["notes"]), fid
     assert fid["checks"]["random_drops_in_99pct_interval"]["ok"], fid["checks"]
+
+
+def test_a_path_whose_queue_never_emptied_excuses_the_flows_base_rtt() -> None:
+    """Every poll from the flow's start found a queue on its path: its minimum RTT cannot show the base RTT.
+    One empty poll (on either link) and the check applies again; polls outside the flow's life do not count."""
+    rows = [{"t_s": round(0.1 * i, 2), "link": lid, "backlog_pkts": 3} for i in range(1, 51) for lid in ("l1", "l2")]
+    assert summary.queue_never_emptied(rows, ["l1"], 0.0, 5.0)
+    rows[10]["backlog_pkts"] = 0  # l1 empty at t = 0.6, l2 still queued: the path was not empty
+    assert summary.queue_never_emptied(rows, ["l1", "l2"], 0.0, 5.0)
+    assert not summary.queue_never_emptied(rows, ["l1"], 0.0, 5.0)
+    assert summary.queue_never_emptied(rows, ["l1"], 1.0, 5.0)
+    assert not summary.queue_never_emptied(rows, ["l3"], 0.0, 5.0)  # no polls of the path: nothing excused

@@ -242,10 +242,13 @@ def _mptcp_entry(
     gp = goodputs.get(sf.id)
     ids = {f["id"] for f in subs}
     rows = [r for r in series.ccstate if r["flow"] in ids and "mptcp_token" in r]
-    tokens = {r["mptcp_token"] for r in rows}
+    # token 0: a subflow's state exported before it was attached to its connection (its first ACKs, or a join
+    # whose handshake a lossy path delayed); it says nothing about the coupling
+    joined = [r for r in rows if r["mptcp_token"]]
+    tokens = {r["mptcp_token"] for r in joined}
     seen = {r["flow"] for r in rows}
     most = max((int(r.get("subflows") or 0) for r in rows), default=0)
-    coupled = bool(rows) and seen == ids and len(tokens) == 1 and 0 not in tokens and most == len(ids)
+    coupled = bool(joined) and {r["flow"] for r in joined} == ids and len(tokens) == 1 and most == len(ids)
     entry = {
         "id": sf.id,
         "algo": sf.algo,
@@ -259,6 +262,7 @@ def _mptcp_entry(
             "coupled": coupled,
             "subflows_in_state": sorted(seen),
             "tokens": sorted(tokens),
+            "samples_before_joining": len(rows) - len(joined),
             "most_subflows_coupled": most,
             "how": "the algorithm's own state (ccstate.csv): one MPTCP token on every subflow, each coupling them all"
             if rows

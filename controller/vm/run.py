@@ -116,8 +116,15 @@ def run_in_vm(
                 used = "kvm"
         if rc is None:
             rc, why = boot(img, "tcg", ctl, repo, min(BOOT_TIMEOUT_S, timeout_s), deadline, echo)
-            if rc is None:
-                raise VmError(f"the lab VM did not boot: {why} (console: {ctl / 'console.log'})")
+        if rc is None and time.monotonic() < deadline:
+            # the command never started (measured: the guest's kernel can oops while patching its own code at
+            # boot under software emulation); one more boot, the first console kept beside
+            log.warning("the lab VM did not reach its init (%s); booting it once more", why)
+            if (ctl / "console.log").exists():
+                (ctl / "console.log").replace(ctl / "console.first-boot.log")
+            rc, why = boot(img, "tcg", ctl, repo, min(BOOT_TIMEOUT_S, timeout_s), deadline, echo)
+        if rc is None:
+            raise VmError(f"the lab VM did not boot: {why} (console: {ctl / 'console.log'})")
     elapsed = time.monotonic() - t0
     got = read_outcome(ctl, rc)
     return VmResult(

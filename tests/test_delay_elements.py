@@ -1,7 +1,7 @@
 """netem and cclab-delay side by side: experiments/delay_elements.toml through netem in the lab VM and through
 cclab-delay on this host (a kernel without netem).
 
-cclab-delay must keep each flow's base RTT within 0.5 ms of the spec's 80 ms; netem in the lab VM within 1.5 ms,
+cclab-delay must keep each flow's base RTT within 0.5 ms of the spec's 80 ms; netem in the lab VM within 2 ms (the fidelity check's own bound),
 since the VM runs under software emulation here, where netem's timers fire late (measured 0.31-0.86 ms over
 the spec in single runs); and each algorithm (reno,
 cubic, tcpwplus, each alone on the link in turn) a throughput within 3 % of the other run's.  The RTT
@@ -31,7 +31,7 @@ SPEC = REPO / "experiments" / "delay_elements.toml"
 OUT = REPO / "build" / "vm-test" / "results-delay-elements"
 BASE_RTT_MS = 80.0
 #: each element's base-RTT tolerance: cclab-delay here; netem in a software-emulated VM (late timers)
-BASE_RTT_TOL_MS = {"cclab-delay": 0.5, "netem": 1.5}
+BASE_RTT_TOL_MS = {"cclab-delay": 0.5, "netem": 2.0}
 THROUGHPUT_TOL = 0.03
 
 
@@ -92,7 +92,10 @@ def test_netem_and_cclab_delay_agree() -> None:
     for element, (_run_dir, summ) in runs.items():
         for f in summ["flows"]:
             assert f["base_rtt_ms"] == BASE_RTT_MS, f
-            assert f["min_rtt_ms"] is not None and abs(f["min_rtt_ms"] - BASE_RTT_MS) <= BASE_RTT_TOL_MS[element], (
+            tol, na = BASE_RTT_TOL_MS[element], summ["fidelity"].get("not_applicable", {})
+            # a flow whose path had a queue at every poll has no sample at the base RTT (summary: not applicable)
+            hi = float("inf") if f"{f['id']}.base_rtt_ms" in na else BASE_RTT_MS + tol
+            assert f["min_rtt_ms"] is not None and BASE_RTT_MS - tol <= f["min_rtt_ms"] <= hi, (
                 f"{element} {f['algo']}: min RTT {f['min_rtt_ms']} ms, spec {BASE_RTT_MS:g} ms"
             )
     netem = {f["algo"]: f["throughput_bps"] for f in runs["netem"][1]["flows"]}

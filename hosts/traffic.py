@@ -73,6 +73,10 @@ class _Generator:
         self._files.append(f)
         return f
 
+    def _popen(self, host: Any, args: list[str], name: str, stderr: int = subprocess.PIPE) -> Any:
+        """Start args on host, its stdout to <flow>.<name>.json."""
+        return host.popen(args, stdout=self._out(f"{self.flow_id}.{name}.json"), stderr=stderr)
+
     def done(self) -> bool:
         return self.client is not None and self.client.poll() is not None
 
@@ -131,7 +135,7 @@ class IperfFlow(_Generator):
 
     def start_server(self, host: Any) -> None:
         args = ["iperf3", "-s", "-1", "-J", "-B", self.dst_ip, "-p", str(self.server_port)]
-        self.server = host.popen(args, stdout=self._out(f"{self.flow_id}.server.json"), stderr=subprocess.STDOUT)
+        self.server = self._popen(host, args, "server", stderr=subprocess.STDOUT)
 
     def wait_server(self, timeout_s: float = 5.0) -> None:
         assert self.server is not None
@@ -161,7 +165,7 @@ class IperfFlow(_Generator):
             "--connect-timeout",
             "3000",
         ]
-        self.client = host.popen(args, stdout=self._out(f"{self.flow_id}.client.json"), stderr=subprocess.PIPE)
+        self.client = self._popen(host, args, "client")
 
     def result(self) -> dict[str, Any]:
         """The client's JSON: sender and receiver totals."""
@@ -209,7 +213,7 @@ class UdpOnOffFlow(_Generator):
 
     def start_server(self, host: Any) -> None:
         args = [sys.executable, str(UDP_TOOL), "sink", self.dst_ip, str(self.server_port)]
-        self.server = host.popen(args, stdout=self._out(f"{self.flow_id}.sink.json"), stderr=subprocess.PIPE)
+        self.server = self._popen(host, args, "sink")
 
     def wait_server(self, timeout_s: float = 5.0) -> None:
         self._wait_ready("sink", "UDP sink", timeout_s)
@@ -220,7 +224,7 @@ class UdpOnOffFlow(_Generator):
             str(self.server_port), "--rate-bps", str(self.rate_bps), "--duration-s", f"{self.duration_s:g}",
             "--on-s", f"{self.on_s:g}", "--off-s", f"{self.off_s:g}", "--on-off", self.on_off, "--seed", str(self.seed),
         ]  # fmt: skip
-        self.client = host.popen(args, stdout=self._out(f"{self.flow_id}.send.json"), stderr=subprocess.PIPE)
+        self.client = self._popen(host, args, "send")
 
     def result(self) -> dict[str, Any]:
         """The sender's report: on periods [(start_s, end_s, bytes)], totals, the seed."""
@@ -252,7 +256,7 @@ class MptcpFlow(_Generator):
     def start_server(self, host: Any) -> None:
         # on every address: the second subflow joins at the receiver's address on the other path
         args = [sys.executable, str(MPTCP_TOOL), "sink", "0.0.0.0", str(self.server_port)]
-        self.server = host.popen(args, stdout=self._out(f"{self.flow_id}.sink.json"), stderr=subprocess.PIPE)
+        self.server = self._popen(host, args, "sink")
 
     def wait_server(self, timeout_s: float = 5.0) -> None:
         self._wait_ready("sink", "MPTCP sink", timeout_s)
@@ -262,7 +266,7 @@ class MptcpFlow(_Generator):
             sys.executable, str(MPTCP_TOOL), "send", self.src_ip, str(self.client_port), self.dst_ip,
             str(self.server_port), "--duration-s", f"{self.duration_s:g}", "--cc", self.algo,
         ]  # fmt: skip
-        self.client = host.popen(args, stdout=self._out(f"{self.flow_id}.send.json"), stderr=subprocess.PIPE)
+        self.client = self._popen(host, args, "send")
 
     def report(self) -> dict[str, Any]:
         """Bytes the application sent and the receiver read (payload, not wire bytes)."""

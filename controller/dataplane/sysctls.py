@@ -96,8 +96,6 @@ class HostSysctls:
     wanted: tuple[tuple[str, str], ...]
     changed: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
     """name -> {"was": value found, "set": value cclab set} (or {"was": "absent"} where the host lacks it)."""
-    loaded: bool = field(default=False, init=False)
-    """br_netfilter was loaded for these (it stays loaded: unloading it could race other users)."""
 
     def apply(self) -> dict[str, dict[str, str]]:
         """Save the values found (first saver wins, so a crashed run's originals stay), then set ours."""
@@ -105,8 +103,7 @@ class HostSysctls:
         for name, value in self.wanted:
             now = system.read_sysctl(name)
             if now == "absent" and name.startswith("net.bridge.") and _load_bridge_nf():
-                now = system.read_sysctl(name)
-                self.loaded = True
+                now = system.read_sysctl(name)  # br_netfilter stays loaded: unloading it could race other users
             if now == "absent":
                 self.changed[name] = {"was": "absent"}
                 continue

@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,10 @@ def test_cclab_module_loads_and_carries_a_flow(algo: str, veth_pair: tuple[str, 
     sh("insmod", str(ko))
     try:
         assert algo in available(), f"insmod {ko.name}: {algo} not in {available()}"
+        declared = tomllib.loads((REPO / "hosts" / "cc" / "algos.toml").read_text())[algo].get("params", {})
+        sysfs = Path("/sys/module") / f"tcp_{algo}" / "parameters"
+        got = {k: {"Y": "1", "N": "0"}.get(v, v) for k in declared for v in [(sysfs / k).read_text().strip()]}
+        assert got == {k: str(p["default"]) for k, p in declared.items()}, "module defaults vs hosts/cc/algos.toml"
         res = flow_summary(iperf_flow(*veth_pair, algo, FLOW_S))
         assert res["congestion"] in (None, algo), f"iperf3 ran {res['congestion']}, not {algo}"
         assert res["bytes"] > 1_000_000, f"{algo} carried only {res['bytes']} bytes in {FLOW_S} s"
@@ -251,8 +256,8 @@ def test_netem_dumbbell_run_measures_80ms_rtt(report: dict[str, Any]) -> None:
     )
 
 
-#: ssthresh / (BWE x RTTmin / MSS) at the first sample after each loss (100 ms polls, so
-#: the estimate may have moved a little since the loss)
+#: ssthresh against BWE x RTTmin / MSS from the polls either side of each loss (100 ms
+#: apart, more than one RTT here: the estimate at the loss lies between them or near)
 SSTHRESH_RATIO = (0.85, 1.15)
 #: losses in slow start are left out: there the rate doubles per RTT and the filtered
 #: estimate lags it by design (logwestwood-plus §II), so the rule is checked after it
@@ -263,23 +268,30 @@ def _check_ssthresh_follows_bwe(run_dir: Path, report: dict[str, Any]) -> None:
     """tcpwplus (loaded as a module here) at each loss: ssthresh = BWE * RTTmin / MSS (logwestwood-plus §II eq. 5).
 
     With an 80 ms RTT the rule gives tens of packets, unlike on a host without
-    netem where RTTmin is microseconds and ssthresh sits at its floor of 2.
+    netem where RTTmin is microseconds and ssthresh sits at its floor of 2. The
+    state is polled, not traced at the loss, so each ssthresh is held to the band
+    spanned by the estimate in the poll before the loss and the poll after it
+    (CI once saw the estimate fall from the loss to the next poll: ssthresh 18
+    against 12.6 packets after it).
     """
     rows = [r for r in _csv(run_dir / "ccstate.csv") if r["algo"] == "tcpwplus"]
     mss = int(next(r for r in _csv(run_dir / "cwnd.csv") if r["algo"] == "tcpwplus")["mss"])
+
+    def want(r: dict[str, str]) -> float:
+        return round(max(2, int(r["bwe_bps"]) / 8 * int(r["rtt_min_us"]) / 1e6 / mss), 1)
+
     events = []
-    prev = None
-    for r in rows:
+    for before, r in zip(rows, rows[1:]):
         ssthresh = int(r["ssthresh_pkts"])
-        if ssthresh < 0x7FFFFFFF and ssthresh != prev and float(r["t_s"]) >= AFTER_SLOW_START_S:
-            want = max(2, int(r["bwe_bps"]) / 8 * int(r["rtt_min_us"]) / 1e6 / mss)
-            events.append((float(r["t_s"]), ssthresh, round(want, 1)))
-        prev = ssthresh
-    report["ssthresh_rule"] = {"events": events}
+        if ssthresh < 0x7FFFFFFF and ssthresh != int(before["ssthresh_pkts"]) and float(r["t_s"]) >= AFTER_SLOW_START_S:
+            events.append((float(r["t_s"]), ssthresh, want(before), want(r)))
+    report["ssthresh_rule"] = {"events (t, ssthresh, BWE*RTTmin/MSS before, after)": events}
     assert len(events) >= 2, f"only {len(events)} losses after slow start in {run_dir}"
     lo, hi = SSTHRESH_RATIO
-    for t, ssthresh, want in events:
-        assert lo <= ssthresh / want <= hi, f"t = {t} s: ssthresh {ssthresh}, BWE*RTTmin/MSS = {want} ({events})"
+    for t, ssthresh, w_before, w_after in events:
+        assert lo * min(w_before, w_after) <= ssthresh <= hi * max(w_before, w_after), (
+            f"t = {t} s: ssthresh {ssthresh}, BWE*RTTmin/MSS {w_before} before and {w_after} after ({events})"
+        )
     assert max(e[1] for e in events) > 10, f"ssthresh never above 10 packets: the check would be trivial ({events})"
 
 

@@ -14,24 +14,19 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
+import struct
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from controller import system
-from controller.spec import CCLAB_ALGOS, KERNEL_ALGOS
+from controller.spec import CCLAB_ALGOS, KERNEL_ALGOS, algos
 
 log = logging.getLogger(__name__)
 
 CC_DIR = system.REPO / "hosts" / "cc"
 BPF_DIR = CC_DIR / "build" / "bpf"
 KMOD_DIR = CC_DIR / "build" / "kmod"
-ALGOS_TOML = CC_DIR / "algos.toml"
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 #: algorithms whose eBPF form does more than their module, and what
 EBPF_FIRST = {"mptcpw": "coupled subflows (its module runs each subflow alone)"}
@@ -110,16 +105,6 @@ def loaded_form(name: str) -> str:
     return "builtin"
 
 
-def extras(name: str) -> list[str]:
-    """Names of the algorithm-specific exported fields x[0..4] (hosts/cc/algos.toml)."""
-    try:
-        table = tomllib.loads(ALGOS_TOML.read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return []
-    entry = table.get(name, {})
-    return list(entry.get("extras", [])) if isinstance(entry, dict) else []
-
-
 def status() -> list[AlgoStatus]:
     have = available()
     out = [AlgoStatus(n, False, True, "kernel") for n in have if n not in CCLAB_ALGOS]
@@ -149,9 +134,15 @@ def check_available(names: tuple[str, ...] | list[str]) -> None:
         raise CcError(f"algorithm {n} is not available in this kernel (it has: {', '.join(have)})")
 
 
-def load(names: list[str] | tuple[str, ...]) -> list[str]:
-    """Register each of cclab's algorithms not yet present; return the names registered now."""
+def load(names: list[str] | tuple[str, ...], params: dict[str, dict[str, int]] | None = None) -> list[str]:
+    """Register each of cclab's algorithms not yet present; return the names registered now.
+
+    ``params`` sets tunables (hosts/cc/algos.toml) of the ones loaded now; an
+    algorithm registered before with tunables asked for is refused, as its
+    settings cannot be changed in place.
+    """
     system.require_root()
+    params = params or {}
     done: list[str] = []
     for n in names:
         if n not in CCLAB_ALGOS:
@@ -163,44 +154,130 @@ def load(names: list[str] | tuple[str, ...]) -> list[str]:
                 continue
             raise CcError(f"{n} is not one of cclab's algorithms ({', '.join(CCLAB_ALGOS)}) nor in this kernel")
         if n in available():
+            if params.get(n):
+                unload(done)
+                raise CcError(
+                    f"{n} is already registered, so it cannot be loaded with {_show(params[n])}; "
+                    f"unload it first: cclab cc unload {n}"
+                )
             continue
         try:
-            args = _load_one(n)
+            form = _load_one(n, params.get(n, {}))
         except CcError:
             unload(done)
             raise
         if n not in available():
             unload(done + [n])
             raise CcError(f"{n} registered but is not in {AVAILABLE}")
-        log.info("loaded %s (%s)", n, "module" if args[0] == "insmod" else "eBPF struct_ops")
+        log.info("loaded %s (%s%s)", n, form, f", {_show(params[n])}" if params.get(n) else "")
         done.append(n)
     return done
 
 
-def _load_one(n: str) -> list[str]:
-    """Register one of cclab's algorithms in the form this kernel takes best; the command that did it."""
+def _show(values: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(values.items()))
+
+
+def _load_one(n: str, values: dict[str, int]) -> str:
+    """Register one of cclab's algorithms in the form this kernel takes best; which form that was."""
     obj = bpf_object(n)
-    ebpf = ["bpftool", "struct_ops", "register", str(obj)]
-    module = ["insmod", str(kernel_module(n))]
     has_module = module_matches(n)
     if has_module and not (n in EBPF_FIRST and obj.exists()):
-        first, fallback = module, None
+        order = ["module"]
     elif obj.exists():
-        first, fallback = ebpf, (module if has_module else None)
+        order = ["eBPF struct_ops", "module"] if has_module else ["eBPF struct_ops"]
     else:
         raise CcError(f"{obj} is missing; run `make build`")
+    for form in order:
+        try:
+            if form == "module":
+                system.run(["insmod", str(kernel_module(n)), *(f"{k}={v}" for k, v in sorted(values.items()))])
+            else:
+                _register(n, values)
+            return form
+        except system.SystemError_ as exc:
+            if form == order[-1]:
+                raise CcError(f"loading {n}: {exc}") from None
+            log.warning(
+                "%s: this kernel refused the eBPF form (%s); loading the module, without %s", n, exc, EBPF_FIRST[n]
+            )
+    raise AssertionError("unreachable")
+
+
+def _register(n: str, values: dict[str, int]) -> None:
+    """bpftool struct_ops register, of a copy of the object with its rodata set where tunables are given."""
+    if not values:
+        system.run(["bpftool", "struct_ops", "register", str(bpf_object(n))])
+        return
+    declared = algos.params(n)
+    data = bytearray(bpf_object(n).read_bytes())
+    offsets = rodata_offsets(data)
+    for k, v in values.items():
+        var = declared[k].bpf
+        if var not in offsets:
+            raise CcError(f"{bpf_object(n)} has no rodata variable {var} (for {n}'s {k}); run `make build`")
+        struct.pack_into("<I", data, offsets[var], v * declared[k].bpf_scale)
+    with tempfile.TemporaryDirectory(prefix=f"cclab-{n}-") as tmp:
+        obj = Path(tmp) / f"{n}.bpf.o"
+        obj.write_bytes(bytes(data))
+        system.run(["bpftool", "struct_ops", "register", str(obj)])
+
+
+def rodata_offsets(elf: bytes | bytearray) -> dict[str, int]:
+    """File offsets of the 4-byte variables in a BPF object's .rodata section, by name (ELF64, little endian)."""
+    if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
+        raise CcError("not a little-endian ELF64 object")
+    shoff = struct.unpack_from("<Q", elf, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    # (sh_name, sh_type, sh_offset, sh_size, sh_link) of each section header
+    sec = []
+    for i in range(shnum):
+        name, typ, _flags, _addr, off, size, link = struct.unpack_from("<IIQQQQI", elf, shoff + i * shentsize)
+        sec.append((name, typ, off, size, link))
+
+    def cstr(table: int, at: int) -> str:
+        start = sec[table][2] + at
+        return bytes(elf[start : elf.index(b"\0", start)]).decode()
+
+    names = [cstr(shstrndx, s[0]) for s in sec]
+    if ".rodata" not in names:
+        return {}
+    rodata = names.index(".rodata")
+    out: dict[str, int] = {}
+    for _name, typ, off, size, link in sec:
+        if typ != 2:  # SHT_SYMTAB
+            continue
+        for j in range(size // 24):
+            st_name, _info, _other, shndx, value, st_size = struct.unpack_from("<IBBHQQ", elf, off + 24 * j)
+            if shndx == rodata and st_size == 4:
+                out[cstr(link, st_name)] = sec[rodata][2] + value
+    return out
+
+
+def describe(names: tuple[str, ...] | list[str], params: dict[str, dict[str, int]], loaded: list[str]) -> dict:
+    """For the manifest: each algorithm's form and, for cclab's, the tunables it runs with where they are known."""
+    out: dict[str, dict] = {}
+    for n in names:
+        entry: dict = {"form": loaded_form(n)}
+        if n in CCLAB_ALGOS:
+            if n in loaded:
+                entry["params"] = algos.with_defaults(n, params.get(n, {}))
+            elif entry["form"] == "module":
+                sysfs = Path("/sys/module") / f"tcp_{n}" / "parameters"
+                entry["params"] = {k: _sysfs_int(sysfs / k) for k in algos.params(n)}
+            else:
+                entry["params"] = None
+                entry["note"] = "registered before this run: its tunables are whatever that load set"
+        out[n] = entry
+    return out
+
+
+def _sysfs_int(path: Path) -> int | None:
     try:
-        system.run(first)
-        return first
-    except system.SystemError_ as exc:
-        if fallback is None:
-            raise CcError(f"loading {n}: {exc}") from None
-        log.warning("%s: this kernel refused the eBPF form (%s); loading the module, without %s", n, exc, EBPF_FIRST[n])
-    try:
-        system.run(fallback)
-    except system.SystemError_ as exc:
-        raise CcError(f"loading {n}: {exc}") from None
-    return fallback
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return {"Y": 1, "N": 0}.get(text, int(text) if text.lstrip("-").isdigit() else None)
 
 
 def unload(names: list[str] | tuple[str, ...]) -> None:

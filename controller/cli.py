@@ -566,7 +566,7 @@ def parser() -> argparse.ArgumentParser:
         "--links", type=int, nargs="+", default=[1, 3], help="emulated links every flow crosses (default: 1 and 3)"
     )
     bm.set_defaults(func=_cmd_bench_controller)
-    bo = bsub.add_parser("ovs", help="what OVS switches carry beside Linux bridges (switches = \"ovs\")")
+    bo = bsub.add_parser("ovs", help='what OVS switches carry beside Linux bridges (switches = "ovs")')
     bo.add_argument("--json", action="store_true", help="print one JSON line")
     bo.add_argument("--seconds", type=float, default=8.0, help="seconds per run (default 8)")
     bo.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")

@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from controller import cc
+from controller.spec import algos
 
 CC_DIR = Path(__file__).resolve().parent.parent / "hosts" / "cc"
 BPF_DIR = CC_DIR / "build" / "bpf"
@@ -118,6 +122,19 @@ def map_entries(algo: str) -> list[dict]:
     if proc.returncode != 0 or not proc.stdout.strip():
         return []
     return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_rodata_defaults_are_the_declared_tunables(bpf_objects: Path, algo: str) -> None:
+    """hosts/cc/algos.toml's tunables name rodata variables of the object, whose built-in values are the defaults
+    it declares (times bpf_scale): a spec that sets none runs what algos.toml and the manifest say."""
+    data = (bpf_objects / f"{algo}.bpf.o").read_bytes()
+    offsets = cc.rodata_offsets(data)
+    declared = algos.params(algo)
+    assert declared, f"{algo} declares no tunables"
+    for k, p in declared.items():
+        assert p.bpf in offsets, f"{algo}.{k}: no rodata variable {p.bpf} in {sorted(offsets)}"
+        assert struct.unpack_from("<I", data, offsets[p.bpf])[0] == p.default * p.bpf_scale, f"{algo}.{k}"
 
 
 @pytest.mark.parametrize("algo", ALGOS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from controller import spec, system
+from controller import cc, spec, system
 from controller.dataplane import sysctls
 from controller.experiment import runner
 from controller.measure.metrics import binomial_interval
@@ -116,6 +117,48 @@ def test_one_tcp_flow_fills_the_bottleneck_queue(tmp_path: Path) -> None:
     [flow] = out.summary["flows"]
     assert peak >= 95, f"the backlog peaked at {peak:.0f} of 100 packets"
     assert flow["queue_drops"] > 0, "a single reno flow never overflowed a 100-packet queue in 8 s"
+
+
+TUNED = {
+    "name": "pytest-tunables",
+    "duration_s": 6,
+    "seed": 5,
+    "topology": {"kind": "dumbbell", "pairs": 1},
+    "bottleneck": {"rate_mbps": 10, "queue_pkts": 20, "delay_ms": 10},
+    "flows": [{"algo": "logwestwood", "src": "h1", "dst": "r1"}],
+    "algorithms": {"logwestwood": {"alpha": 8, "alpha_adapt": 0}},
+}
+
+
+def test_algorithm_tunables_reach_the_kernel(tmp_path: Path) -> None:
+    """[algorithms.logwestwood] alpha = 8, alpha_adapt = 0: the algorithm registered for the run exports alpha = 8
+    (default 4) at every poll, through losses that would move an adaptive alpha, and the manifest records the
+    tunables; an algorithm already registered is refused for tunables before anything is created."""
+    out = runner.run(spec.parse(TUNED), runner.RunOptions(results_root=tmp_path / "tuned", plots=False))
+    assert out.summary["complete"], out.summary["reason"]
+    rows = [r for r in _csv(out.run_dir / "ccstate.csv") if r["algo"] == "logwestwood"]
+    assert rows, "no logwestwood state exported"
+    assert {int(r["alpha_x1024"]) for r in rows} == {8 * 1024}
+    assert len({r["ssthresh_pkts"] for r in rows}) >= 3, "fewer than two losses: alpha was never put to the test"
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["algorithms"]["logwestwood"] == {
+        "form": "ebpf" if not cc.module_matches("logwestwood") else "module",
+        "params": {"alpha": 8, "alpha_adapt": 0, "per_ack": 0},
+    }
+    assert "logwestwood" not in cc.available(), "the run left logwestwood registered"
+
+    loaded = cc.load(["logwestwood"])
+    try:
+        with pytest.raises(cc.CcError, match="logwestwood is already registered, so it cannot be loaded with alpha=8"):
+            runner.run(spec.parse(TUNED), runner.RunOptions(results_root=tmp_path / "refused", plots=False))
+    finally:
+        cc.unload(loaded)
+    assert not (tmp_path / "refused").exists()
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
 
 
 @pytest.mark.skipif(system.has_netem(), reason="this kernel has netem: the delay is applied, nothing to refuse")

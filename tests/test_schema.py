@@ -179,6 +179,30 @@ def test_schema_and_parser_agree_at_each_bound(key: str) -> None:
         assert f"{name} = " in str(exc.value), str(exc.value)
 
 
+def test_schema_and_parser_agree_on_each_algorithm_tunables_bounds() -> None:
+    tunables = [
+        (algo, k, p)
+        for algo, t in SCHEMA["properties"]["algorithms"]["properties"].items()
+        for k, p in t["properties"].items()
+    ]
+    assert len(tunables) >= 10, tunables
+    for algo, k, p in tunables:
+        for value, ok in (
+            (p["minimum"], True),
+            (p["maximum"], True),
+            (p["minimum"] - 1, False),
+            (p["maximum"] + 1, False),
+        ):
+            raw = copy.deepcopy(BASE)
+            raw["algorithms"] = {algo: {k: value}}
+            assert (not _errors(raw)) == ok, f"{algo}.{k} = {value}: {_errors(raw)}"
+            if ok:
+                assert spec.parse(raw).algo_params == {algo: {k: value}}
+            else:
+                with pytest.raises(spec.SpecError, match=rf"algorithms\.{algo}\.{k} = {value}: must be a whole number"):
+                    spec.parse(raw)
+
+
 def _allowed_by_parser(raw: dict[str, Any]) -> set[str]:
     with pytest.raises(spec.SpecError) as exc:
         spec.parse(raw)
@@ -211,6 +235,11 @@ def test_schema_and_parser_allow_the_same_keys() -> None:
         (
             lambda r: r["bottleneck"].update(gilbert_elliott={"zz_typo": 1}),
             props["bottleneck"]["properties"]["gilbert_elliott"],
+        ),
+        (lambda r: r.update(algorithms={"zz_typo": {}}), props["algorithms"]),
+        (
+            lambda r: r.update(algorithms={"logwestwood": {"zz_typo": 1}}),
+            props["algorithms"]["properties"]["logwestwood"],
         ),
     ]
     for put, sub in tables:

@@ -63,6 +63,15 @@ def test_demo_spec_is_valid() -> None:
         ("rate_mbps = 10", 'rate_mbps = "fast"', "bottleneck.rate_mbps", "fast"),
         ('name = "t"', 'name = "t"\ndataplane = "ovs"', "dataplane", "ovs"),
         ("rate_mbps = 10", "rate_mbps = 10\nschedule = [{at_s = 9, per = 0.1}]", "bottleneck.schedule[0].at_s", "9"),
+        ('dst = "r1"', 'dst = "r1"\n[algorithms.logwestwood]\nalpha = 1', "algorithms.logwestwood.alpha", "1"),
+        (
+            'dst = "r1"',
+            'dst = "r1"\n[algorithms.logwestwood]\nalpha_adapt = false',
+            "algorithms.logwestwood.alpha_adapt",
+            "False",
+        ),
+        ('dst = "r1"', 'dst = "r1"\n[algorithms.logwestwood]\nalfa = 4', "algorithms.logwestwood.alfa", "4"),
+        ('dst = "r1"', 'dst = "r1"\n[algorithms.cubic]\nbeta = 717', "algorithms.cubic", "beta"),
     ],
 )
 def test_bad_field_is_named_with_its_value(old: str, new: str, field: str, value: str) -> None:
@@ -71,6 +80,16 @@ def test_bad_field_is_named_with_its_value(old: str, new: str, field: str, value
     msg = str(exc.value)
     assert field in msg and value in msg, msg
     assert "\n" not in msg, msg
+
+
+def test_algorithm_tunables_parse_over_defaults() -> None:
+    s = _parse(GOOD.replace('dst = "r1"', 'dst = "r1"\n[algorithms.logwestwood]\nalpha = 4\nalpha_adapt = 0'))
+    assert s.algo_params == {"logwestwood": {"alpha": 4, "alpha_adapt": 0}}
+    assert spec.algos.with_defaults("logwestwood", s.algo_params["logwestwood"]) == {
+        "alpha": 4,
+        "alpha_adapt": 0,
+        "per_ack": 0,
+    }
 
 
 def test_missing_required_field() -> None:

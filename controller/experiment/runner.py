@@ -104,7 +104,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
     opts = opts or RunOptions()
     element, notes = preflight(spec, opts.allow_no_delay)
     with run_lock():
-        loaded = cc.load(spec.algos)
+        loaded = cc.load(spec.algos, spec.algo_params)
         run_dir = rundir.new_run_dir(spec, opts.results_root)
         ex = Experiment(spec, element, notes, run_dir, tune_host=opts.host_sysctls)
         ex.teardowns.append(lambda: cc.unload(loaded))
@@ -121,6 +121,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     "hosts": ex.notes_host,
                     "host_sysctls_changed": ex.host_sysctls,
                     "links": ex.describe_links(),
+                    "algorithms": cc.describe(spec.algos, spec.algo_params, loaded),
                 }
                 if ex.fabric is not None:
                     extra["switches"] = ex.fabric.describe()

@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from controller import bpf, cc
+from controller import bpf
 from controller.spec import CCLAB_ALGOS
+from controller.spec import algos as algo_table
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class CcStateReader:
         # reader: bpf_ktime_get_ns and time.monotonic_ns are the same clock (CLOCK_MONOTONIC)
         self.since_ns = time.monotonic_ns()
         self.maps: dict[str, list[bpf.BpfMap]] = {}
-        self.extras = {a: cc.extras(a) for a in algos if a in CCLAB_ALGOS}
+        self.extras = {a: algo_table.extras(a) for a in algos if a in CCLAB_ALGOS}
         for algo in self.extras:
             found = bpf.BpfMap.by_name(f"st_{algo}")
             if not found:

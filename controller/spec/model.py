@@ -179,6 +179,8 @@ class Spec:
     """The graph's switches: Linux bridges, or Open vSwitch bridges programmed by cclab's os-ken app."""
     controller_app: Path | None = None
     """A user's os-ken app run beside cclab's (switches = "ovs" only)."""
+    algo_params: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Tunables of cclab's algorithms, [algorithms.<algo>] (hosts/cc/algos.toml); unset ones keep their defaults."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as parsed, for the manifest."""
 

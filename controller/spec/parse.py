@@ -19,6 +19,7 @@ else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
 
 from controller.dataplane.delay import ELEMENTS as DELAY_ELEMENTS
 from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, ScheduleStep, presets
+from controller.spec import algos
 from controller.spec.model import (
     CCLAB_ALGOS,
     DATAPLANES,
@@ -499,7 +500,28 @@ TOP_KEYS = (
     "bottleneck",
     "links",
     "flows",
+    "algorithms",
 )
+
+
+def _algorithms(raw: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """[algorithms.<algo>]: tunables of cclab's algorithms (hosts/cc/algos.toml), whole numbers in range."""
+    out: dict[str, dict[str, int]] = {}
+    table = _table(raw, "algorithms", "")
+    _check_keys(table, "algorithms", CCLAB_ALGOS)  # the kernel's own algorithms take no tunables here
+    for algo, given in table.items():
+        where = f"algorithms.{algo}"
+        if not isinstance(given, dict):
+            raise _fail(where, given, "must be a table of <tunable> = whole number")
+        declared = algos.params(algo)
+        _check_keys(given, where, tuple(declared))
+        values = {}
+        for k, p in declared.items():
+            value = _int(given, k, where, None, p.lo, p.hi)
+            if value is not None:
+                values[k] = value
+        out[algo] = values
+    return out
 
 
 def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
@@ -522,6 +544,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     _check_emulation(topo.graph, dataplane)
     _check_switches(topo.graph, dataplane, switches)
     flows = _flows(raw, topo, duration)
+    algo_params = _algorithms(raw)
     delays = _flow_access_delays(raw, topo)
     if delays:
         topo = _with_access_delays(topo, delays)
@@ -539,6 +562,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         delay_element=delay_element,
         switches=switches,
         controller_app=app,
+        algo_params=algo_params,
         raw=raw,
     )
 

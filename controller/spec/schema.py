@@ -28,7 +28,7 @@ from typing import Any
 from controller.dataplane.delay import ELEMENTS as DELAY_ELEMENTS
 from controller.experiment.sweep import MAX_REPETITIONS
 from controller.network import GilbertElliott, Graph, Link, LinkSpec, ScheduleStep
-from controller.spec import model
+from controller.spec import algos, model
 from controller.spec.parse import FLOW_KEYS, TOP_KEYS
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
@@ -278,6 +278,21 @@ def _flows() -> dict[str, Any]:
     return {"type": "array", "minItems": 1, "items": item, "description": DOCS["flows"]}
 
 
+def _algorithms() -> dict[str, Any]:
+    """[algorithms.<algo>]: each of cclab's algorithms' tunables, from hosts/cc/algos.toml."""
+    props = {}
+    for algo in model.CCLAB_ALGOS:
+        params = algos.params(algo)
+        tunables = {
+            k: {"type": "integer", "minimum": p.lo, "maximum": p.hi, "default": p.default, "description": p.help}
+            for k, p in params.items()
+        }
+        props[algo] = _closed(
+            tunables, tuple(params), description=f"tunables of {algo}; unset ones keep their defaults"
+        )
+    return _closed(props, model.CCLAB_ALGOS, description=_field_docs(model.Spec)["algo_params"])
+
+
 def spec_schema() -> dict[str, Any]:
     """The JSON Schema (draft-07) of an experiment spec, including a [sweep] table."""
     sp = model.Spec
@@ -305,6 +320,7 @@ def spec_schema() -> dict[str, Any]:
             "additionalProperties": _closed({**link, "both": _from_field(Link, "both")}, (*model.LINK_KEYS, "both")),
         },
         "flows": _flows(),
+        "algorithms": _algorithms(),
     }
     out = _closed(props, TOP_KEYS, required=["duration_s", "flows"])
     graph = {

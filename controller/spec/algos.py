@@ -1,0 +1,74 @@
+"""What hosts/cc/algos.toml says about cclab's algorithms: their exported fields and their tunables.
+
+A tunable is named once, as its module parameter (``insmod tcp_<algo>.ko <name>=N``);
+the eBPF form holds it in a rodata variable (``bpf``) as N * ``bpf_scale``, set in a
+copy of the object before it registers (controller.cc).  Values are integers: no
+floats reach kernel or eBPF code.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from controller import system
+
+ALGOS_TOML = system.REPO / "hosts" / "cc" / "algos.toml"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One tunable of one algorithm."""
+
+    name: str
+    """The module parameter's name; a spec's [algorithms.<algo>] key."""
+    default: int
+    lo: int
+    hi: int
+    bpf: str
+    """The eBPF object's rodata variable (u32)."""
+    bpf_scale: int
+    help: str
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict[str, dict]:
+    try:
+        return tomllib.loads(ALGOS_TOML.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def extras(name: str) -> list[str]:
+    """Names of the algorithm-specific exported fields x[0..4] (see core/cc_export.h)."""
+    entry = _table().get(name, {})
+    return list(entry.get("extras", [])) if isinstance(entry, dict) else []
+
+
+def params(name: str) -> dict[str, Param]:
+    """The tunables of one of cclab's algorithms, by name (none for the kernel's own)."""
+    entry = _table().get(name, {})
+    raw = entry.get("params", {}) if isinstance(entry, dict) else {}
+    return {
+        k: Param(
+            k,
+            int(v["default"]),
+            int(v["min"]),
+            int(v["max"]),
+            str(v["bpf"]),
+            int(v.get("bpf_scale", 1)),
+            str(v["help"]),
+        )
+        for k, v in raw.items()
+    }
+
+
+def with_defaults(name: str, given: dict[str, int]) -> dict[str, int]:
+    """Every tunable of an algorithm: the given values over the defaults."""
+    return {k: given.get(k, p.default) for k, p in params(name).items()}

@@ -24,6 +24,7 @@ from controller.dataplane import DataPlaneError
 from controller.experiment import executors, preflight, runner, sweep
 from controller.measure.live import final_table, render
 from controller.measure.monitor import LiveState
+from controller.vm.share import require_inside
 from hosts.traffic import TrafficError
 
 EXPECTED = (
@@ -147,7 +148,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.scheduler and args.executor != "dask":
         raise executors.ExecutorError("--scheduler is for --executor dask")
     sweep_dir = Path(args.dir) if args.dir else sweep.default_dir(sw)
-    execute = executors.local if args.executor == "local" else executors.dask_executor(args.scheduler)
+    if args.executor == "vm":  # refused here, before any run, not once per run
+        vm.require_image()
+        require_inside(sweep_dir, system.REPO.resolve(), "the sweep directory")
+    execute = {"local": executors.local, "vm": executors.vm}.get(args.executor) or executors.dask_executor(
+        args.scheduler
+    )
     by_key = {pt.key: pt for pt in sw.points}
     bar = Progress(
         TextColumn("{task.description}"),
@@ -165,7 +171,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     def on_start(key: str, prog: sweep.Progress) -> None:
         if bar.tasks[task].completed == 0 and prog.skipped:
             bar.update(task, completed=prog.skipped)
-        verb = "running" if args.executor == "local" else "submitted"
+        verb = "submitted" if args.executor == "dask" else "running"
         bar.update(task, line=_short(f"{verb} {key}: {by_key[key].describe()}"))
 
     def on_end(res: sweep.TaskResult, prog: sweep.Progress) -> None:
@@ -486,7 +492,12 @@ def parser() -> argparse.ArgumentParser:
     )
     sw.add_argument("spec", help="spec with a [sweep] table")
     sw.add_argument("--dir", metavar="DIR", help="sweep directory (default results/sweeps/<name>)")
-    sw.add_argument("--executor", choices=("local", "dask"), default="local", help="where runs go (default local)")
+    sw.add_argument(
+        "--executor",
+        choices=executors.EXECUTORS,
+        default="local",
+        help="where runs go: local (default), vm (each run in the qemu lab VM: netem, .ko modules), dask",
+    )
     sw.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address for --executor dask")
     sw.add_argument("--plots", action="store_true", help="draw each run's plots/*.png (seconds per run)")
     sw.add_argument("--no-live", action="store_true", help="one line per run instead of the progress bar")

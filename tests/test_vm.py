@@ -145,6 +145,46 @@ def test_logwestwood_climbs_back_to_wmax(guest: tuple[vm.VmResult, dict[str, Any
     assert c["median_of_reno_rtts"] is not None and c["median_of_reno_rtts"] < 0.5, c
 
 
+def test_sweep_runs_each_point_in_a_lab_vm(tmp_path: Path) -> None:
+    """`cclab sweep --executor vm`: every run boots a VM of its own and lands complete, with netem's delay, in the
+    sweep directory on the host; btbe gets the tunable the spec sets, as the manifest records. A sweep directory
+    the VM cannot see is refused before any run."""
+    why = lab_vm_missing()
+    if why:
+        pytest.skip(why)
+    spec = REPO / "vm" / "guest_tests" / "sweep-modules.toml"
+    bad = subprocess.run(
+        [*CCLAB, "sweep", str(spec), "--executor", "vm", "--dir", str(tmp_path / "outside")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0 and "outside the work tree" in bad.stderr, bad.stderr
+    assert not (tmp_path / "outside").exists()
+    sweep_dir = OUT / "sweeps" / f"vm-sweep-{time.strftime('%Y%m%dT%H%M%S')}"
+    proc = subprocess.run(
+        [*CCLAB, "sweep", str(spec), "--executor", "vm", "--dir", str(sweep_dir), "--no-live"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (
+        f"cclab sweep --executor vm: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
+    )
+    summaries = sorted(sweep_dir.glob("runs/*/*/summary.json"))
+    assert len(summaries) == 2, f"run directories: {summaries}"
+    for path in summaries:
+        summ = json.loads(path.read_text())
+        manifest = json.loads(path.with_name("manifest.json").read_text())
+        assert summ["complete"] and summ["bottleneck"]["delay_applied"] is True, path
+        assert manifest["delay_element"] == "netem", manifest["delay_element"]
+        assert manifest["host"]["kernel"] == vm.image().kernel.abi, manifest["host"]
+        if summ["flows"][0]["algo"] == "btbe":
+            assert manifest["algorithms"]["btbe"]["params"] == {"lambda_x1000": 5000, "ts_hz": 1000}, manifest
+
+
 def test_cclab_run_vm_demo_lands_complete_on_host_with_delay() -> None:
     """`cclab run --vm experiments/demo.toml`: a complete summary.json on the host, delay applied (netem)."""
     why = lab_vm_missing()

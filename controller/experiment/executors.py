@@ -1,4 +1,4 @@
-"""Executors of a sweep's runs: one after another here, or on a Dask distributed cluster.
+"""Executors of a sweep's runs: one after another here or in the lab VM, or on a Dask distributed cluster.
 
 Either way each run is `cclab run POINT.toml` in a process of its own, so a
 sweep depends only on the command line, never on the runner's internals.
@@ -29,7 +29,7 @@ from controller.experiment.sweep import Task, TaskResult
 
 log = logging.getLogger(__name__)
 
-EXECUTORS = ("local", "dask")
+EXECUTORS = ("local", "vm", "dask")
 #: the worker resource each run asks for; workers offer one (`dask worker ... --resources experiment=1`)
 RESOURCE = "experiment"
 
@@ -38,14 +38,14 @@ class ExecutorError(RuntimeError):
     """An executor that cannot start (no scheduler, no worker offering the resource); one line."""
 
 
-def run_cclab(spec_file: Path, runs_dir: Path, plots: bool) -> tuple[int, str]:
-    """`cclab run` one point into runs_dir; (exit code, the last line of stderr)."""
+def run_cclab(spec_file: Path, runs_dir: Path, plots: bool, in_vm: bool = False) -> tuple[int, str]:
+    """`cclab run` one point into runs_dir (``--vm``: in a lab VM booted for it); (exit code, last line of stderr)."""
     runs_dir.mkdir(parents=True, exist_ok=True)
     # A killed sweep must not leave its run going on unseen: the run gets SIGTERM when the sweep dies (util-linux
     # setpriv sets the parent-death signal, no code between fork and exec), stops, tears down and stays marked
     # incomplete, for the next sweep to redo.
     argv = ["setpriv", "--pdeathsig", "TERM", "--", sys.executable, "-m", "controller.cli", "run", str(spec_file)]
-    argv += ["--results", str(runs_dir), "--no-live"]
+    argv += ["--results", str(runs_dir.resolve()), "--no-live", *(["--vm"] if in_vm else [])]
     if not plots:
         argv.append("--no-plots")
     proc = subprocess.Popen(
@@ -68,9 +68,21 @@ def run_cclab(spec_file: Path, runs_dir: Path, plots: bool) -> tuple[int, str]:
 
 def local(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
     """One run after another on this machine."""
+    _one_by_one(tasks, started, ended, in_vm=False)
+
+
+def vm(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
+    """One run after another, each in a lab VM of its own (`cclab run --vm`: netem and .ko modules on its
+    kernel); the sweep directory must be inside the work tree, which the VM shares."""
+    _one_by_one(tasks, started, ended, in_vm=True)
+
+
+def _one_by_one(
+    tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None], *, in_vm: bool
+) -> None:
     for t in tasks:
         started(t.key)
-        rc, error = run_cclab(t.spec_file, t.runs_dir, t.plots)
+        rc, error = run_cclab(t.spec_file, t.runs_dir, t.plots, in_vm)
         ended(TaskResult(t.key, rc, error))
         if rc == 130:
             raise KeyboardInterrupt

@@ -30,8 +30,9 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 SPEC = REPO / "experiments" / "delay_elements.toml"
 OUT = REPO / "build" / "vm-test" / "results-delay-elements"
 BASE_RTT_MS = 80.0
-#: each element's base-RTT tolerance: cclab-delay here; netem in a software-emulated VM (late timers)
-BASE_RTT_TOL_MS = {"cclab-delay": 0.5, "netem": 2.0}
+#: each element's base-RTT tolerance: cclab-delay here; netem in a software-emulated VM (TCG lifts every RTT of
+#: some boots by up to 2.1 ms: 80.0 to 82.13 ms measured on an 80 ms path)
+BASE_RTT_TOL_MS = {"cclab-delay": 0.5, "netem": 3.0}
 THROUGHPUT_TOL = 0.03
 
 

@@ -130,9 +130,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return 0
     s = spec.load(Path(args.spec))
     out.print(f"{args.spec}: ok ({len(s.flows)} flows, algorithms {', '.join(s.algos)})")
-    missing = preflight.dataplane_missing(s.dataplane)
-    if missing:  # valid, but this machine cannot run it: say what is missing (one plain line)
-        print(f"cclab: dataplane = {s.dataplane!r} cannot run here: {missing}", file=sys.stderr)
+    try:  # the refusals `cclab run` would make here, before anything is built
+        element, notes = preflight.preflight(s)
+    except (preflight.RunError, system.SystemError_, cc.CcError) as exc:
+        # valid, but this machine cannot run it: say what is missing (one plain line)
+        print(f"cclab: {exc}", file=sys.stderr)
+        return 0
+    delay = f"delay by {element}" if element else ("no delay" if not s.wants_delay else "; ".join(notes))
+    out.print(f"runs here: {s.dataplane} data plane, {delay}", soft_wrap=True)
     return 0
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 
 from controller import cc, spec, system
 from controller.dataplane import sysctls
-from controller.experiment import runner
+from controller.experiment import preflight, runner
 from controller.measure.metrics import binomial_interval
 from tests.conftest import CCLAB, REPO, leftovers
 
@@ -147,10 +148,19 @@ def test_algorithm_tunables_reach_the_kernel(tmp_path: Path) -> None:
     }
     assert "logwestwood" not in cc.available(), "the run left logwestwood registered"
 
+    path = tmp_path / "tuned.toml"
+    path.write_text(tomli_w.dumps(TUNED))
+    check = subprocess.run([*CCLAB, "check", str(path)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0 and "runs here: kernel data plane, delay by " in check.stdout, check
     loaded = cc.load(["logwestwood"])
     try:
-        with pytest.raises(cc.CcError, match="logwestwood is already registered, so it cannot be loaded with alpha=8"):
+        refusal = "algorithms.logwestwood: logwestwood is already registered, so its tunables cannot be set"
+        with pytest.raises(preflight.RunError, match=refusal):
             runner.run(spec.parse(TUNED), runner.RunOptions(results_root=tmp_path / "refused", plots=False))
+        check = subprocess.run([*CCLAB, "check", str(path)], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert check.stderr.strip() == f"cclab: {refusal}; unload it first: cclab cc unload logwestwood", check
+        with pytest.raises(cc.CcError, match="logwestwood is already registered, so it cannot be loaded with alpha=8"):
+            cc.load(["logwestwood"], TUNED["algorithms"])
     finally:
         cc.unload(loaded)
     assert not (tmp_path / "refused").exists()

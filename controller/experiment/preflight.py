@@ -43,6 +43,11 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
         why = capabilities.algo_missing(algo)
         if why:
             raise RunError(why)
+        if spec.algo_params.get(algo) and algo in cc.available():
+            raise RunError(
+                f"algorithms.{algo}: {algo} is already registered, so its tunables cannot be set; "
+                f"unload it first: cclab cc unload {algo}"
+            )
     element = None
     if spec.wants_delay:
         delays = sorted({lk.spec.delay_ms for lk in spec.graph.links if lk.spec.has_delay})

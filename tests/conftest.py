@@ -74,6 +74,14 @@ def lab_vm_missing() -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = missing_capability()
     if reason is None:
+        left = leftovers() if any("root" in item.keywords for item in items) else []
+        if left:
+            # one clear line instead of a cascade of "File exists" from every fixture
+            pytest.exit(
+                f"this host holds what an earlier run left behind ({left[0]}, ...); "
+                f"remove it with: sudo {REPO}/.venv/bin/cclab clean",
+                returncode=3,
+            )
         return
     for item in items:
         if "root" in item.keywords:

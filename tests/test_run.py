@@ -18,7 +18,7 @@ from controller import cc, spec, system
 from controller.dataplane import sysctls
 from controller.experiment import preflight, runner
 from controller.measure.metrics import binomial_interval
-from tests.conftest import CCLAB, REPO, leftovers
+from tests.conftest import CCLAB, REPO, leftovers, pids
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_host")]
 
@@ -228,6 +228,29 @@ def test_sigint_tears_down_and_marks_incomplete(tmp_path: Path) -> None:
     assert s["complete"] is False and "interrupted" in s["reason"]
     assert (run_dir / "INCOMPLETE").exists()
     assert (run_dir / "timeseries.csv").stat().st_size > 100, "measurements before the interrupt were lost"
+
+
+def test_sigint_stops_a_bench_not_only_its_point() -> None:
+    """Ctrl-C during `cclab bench dataplane` ends the bench (exit 130) with nothing left, instead of tearing
+    down the one run it hit and going on to the next rate of the bisection."""
+    proc = subprocess.Popen(
+        [*CCLAB, "bench", "dataplane", "--duration", "4", "--repeats", "1", "--json"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not pids("iperf3"):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the bench's first run did not start in time"
+        time.sleep(0.05)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, f"exit {proc.returncode}: {err[-500:]}"
+    assert out == "", f"an interrupted bench printed a result: {out[:200]}"
+    assert leftovers() == [], "left behind after SIGINT"
 
 
 def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:

@@ -78,6 +78,9 @@ def measure(
 ) -> Point:
     opts = runner.RunOptions(results_root=root, plots=False, host_sysctls=host_sysctls)
     out = runner.run(_spec(rate_mbps, duration_s, flows, shaper, target), opts)
+    if str(out.summary.get("reason") or "").startswith("interrupted"):
+        # the run is torn down and marked incomplete; Ctrl-C stops the whole bench, not this point only
+        raise KeyboardInterrupt
     achieved = out.summary["bottleneck"]["achieved_bps"]
     cpu = out.summary["fidelity"]["checks"].get("cpu_busy_fraction", {}).get("value")
     return Point(int(rate_mbps * 1e6), float(achieved) if achieved is not None else None, cpu)

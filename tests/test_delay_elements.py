@@ -4,8 +4,11 @@ cclab-delay on this host (a kernel without netem).
 cclab-delay must keep each flow's base RTT within 0.5 ms of the spec's 80 ms; netem in the lab VM within 2 ms
 (the fidelity check's own bound), since the VM runs under software emulation here, where netem's timers fire
 late (measured 0.31-1.75 ms over the spec in single runs); and each algorithm (reno,
-cubic, tcpwplus, each alone on the link in turn) a throughput within 3 % of the other run's.  The RTT
-samples' spread (tcp_info srtt, p10/p50/p90 per flow) is printed beside them.
+cubic, tcpwplus, each alone on the link for 50 s in turn) a throughput over its last 20 s within 3 % of the
+other run's.  The first 30 s are left out of that comparison: how far slow start overshoots the queue decides
+how long the first recovery and the climb back take (CI: tcpwplus at cwnd 582 with cclab-delay, 1058 with
+netem, then 13 and 12 packets for 3-5 s), and that is a few packets' timing, not the element.  Whole-flow
+throughputs and the RTT samples' spread (tcp_info srtt, p10/p50/p90 per flow) are printed beside them.
 
 Needs root, the lab VM (`make vm`) and a host kernel without netem (cclab-delay then delays on the host);
 skips with the reason otherwise.
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 from controller import system
 from tests.conftest import CCLAB, REPO, lab_vm_missing
@@ -34,6 +38,8 @@ BASE_RTT_MS = 80.0
 #: some boots by up to 2.1 ms: 80.0 to 82.13 ms measured on an 80 ms path)
 BASE_RTT_TOL_MS = {"cclab-delay": 0.5, "netem": 3.0}
 THROUGHPUT_TOL = 0.03
+#: the part of each flow whose throughput is compared: from this many seconds after its start to its end
+SETTLED_S = 30.0
 
 
 def _run(vm: bool, out: Path) -> tuple[Path, dict[str, Any]]:
@@ -65,6 +71,17 @@ def _srtt_ms(run_dir: Path) -> dict[str, list[float]]:
     return out
 
 
+def _settled_bps(run_dir: Path, spec_flows: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """Each flow's in-network throughput (bytes forwarded, bit/s) from SETTLED_S after its start to its end."""
+    got: dict[str, int] = {}
+    with (run_dir / "timeseries.csv").open() as f:
+        for row in csv.DictReader(f):
+            start, end = spec_flows[row["flow"]]
+            if start + SETTLED_S < float(row["t_s"]) <= end:
+                got[row["flow"]] = got.get(row["flow"], 0) + int(row["bytes"])
+    return {fid: got.get(fid, 0) * 8 / (end - start - SETTLED_S) for fid, (start, end) in spec_flows.items()}
+
+
 def _spread(xs: list[float]) -> str:
     q = statistics.quantiles(xs, n=10)
     return f"p10/p50/p90 {q[0]:.1f}/{statistics.median(xs):.1f}/{q[8]:.1f} ms (n={len(xs)})"
@@ -81,12 +98,18 @@ def test_netem_and_cclab_delay_agree() -> None:
         run_dir, summ = _run(vm, OUT / element)
         assert summ["delay_element"] == element, f"{element} run was delayed by {summ['delay_element']}"
         runs[element] = (run_dir, summ)
+    spec = tomllib.loads(SPEC.read_text())
+    spec_flows = {f"f{i}": (fl["start_s"], fl["start_s"] + fl["duration_s"]) for i, fl in enumerate(spec["flows"], 1)}
+    settled: dict[str, dict[str, float]] = {}
     rows = []
     for element, (run_dir, summ) in runs.items():
         srtt = _srtt_ms(run_dir)
+        bps = _settled_bps(run_dir, spec_flows)
+        settled[element] = {f["algo"]: bps[f["id"]] for f in summ["flows"]}
         for f in summ["flows"]:
             rows.append(
-                f"{element:12} {f['algo']:9} {f['throughput_bps'] / 1e6:6.2f} Mbit/s  min RTT {f['min_rtt_ms']:.3f} ms"
+                f"{element:12} {f['algo']:9} last {bps[f['id']] / 1e6:6.2f} Mbit/s  whole flow"
+                f" {f['throughput_bps'] / 1e6:6.2f} Mbit/s  min RTT {f['min_rtt_ms']:.3f} ms"
                 f"  srtt {_spread(srtt[f['id']])}"
             )
     print("\n" + "\n".join(rows))
@@ -99,15 +122,10 @@ def test_netem_and_cclab_delay_agree() -> None:
             assert f["min_rtt_ms"] is not None and BASE_RTT_MS - tol <= f["min_rtt_ms"] <= hi, (
                 f"{element} {f['algo']}: min RTT {f['min_rtt_ms']} ms, spec {BASE_RTT_MS:g} ms"
             )
-    netem = {f["algo"]: f["throughput_bps"] for f in runs["netem"][1]["flows"]}
-    ours = {f["algo"]: f["throughput_bps"] for f in runs["cclab-delay"][1]["flows"]}
-    off = {}
+    netem, ours = settled["netem"], settled["cclab-delay"]
     for algo in ("reno", "cubic", "tcpwplus"):
         ratio = ours[algo] / netem[algo]
-        if abs(ratio - 1) > THROUGHPUT_TOL:
-            off[algo] = f"cclab-delay {ours[algo] / 1e6:.2f} vs netem {netem[algo] / 1e6:.2f} Mbit/s ({ratio:.3f})"
-    if off:
-        # with queues that fill (the bridges' netfilter hook on), each 20 s run is ruled by when its losses fall
-        # (Westwood+ by its first one), so one run per element cannot hold throughput to 3 % (CI: reno 1.098,
-        # tcpwplus 1.088-1.398); reported as an expected failure, never passed: the comparison needs repetitions
-        pytest.xfail(f"throughput off by more than 3 %: {off}; one 20 s run per element")
+        assert abs(ratio - 1) <= THROUGHPUT_TOL, (
+            f"{algo}: from {SETTLED_S:g} s after its start, cclab-delay {ours[algo] / 1e6:.2f} vs netem"
+            f" {netem[algo] / 1e6:.2f} Mbit/s ({ratio:.3f}); allowed {THROUGHPUT_TOL:.0%}"
+        )

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
 
-from controller import system
+from controller import spec, system
 from tests.conftest import CCLAB, REPO, lab_vm_missing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -98,8 +97,7 @@ def test_netem_and_cclab_delay_agree() -> None:
         run_dir, summ = _run(vm, OUT / element)
         assert summ["delay_element"] == element, f"{element} run was delayed by {summ['delay_element']}"
         runs[element] = (run_dir, summ)
-    spec = tomllib.loads(SPEC.read_text())
-    spec_flows = {f"f{i}": (fl["start_s"], fl["start_s"] + fl["duration_s"]) for i, fl in enumerate(spec["flows"], 1)}
+    spec_flows = {fl.id: (fl.start_s, fl.start_s + fl.duration_s) for fl in spec.load(SPEC).flows}
     settled: dict[str, dict[str, float]] = {}
     rows = []
     for element, (run_dir, summ) in runs.items():

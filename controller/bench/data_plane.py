@@ -78,7 +78,7 @@ def measure(
 ) -> Point:
     opts = runner.RunOptions(results_root=root, plots=False, host_sysctls=host_sysctls)
     out = runner.run(_spec(rate_mbps, duration_s, flows, shaper, target), opts)
-    if str(out.summary.get("reason") or "").startswith("interrupted"):
+    if out.interrupted:
         # the run is torn down and marked incomplete; Ctrl-C stops the whole bench, not this point only
         raise KeyboardInterrupt
     achieved = out.summary["bottleneck"]["achieved_bps"]

@@ -59,6 +59,8 @@ class RunOptions:
 class Outcome:
     run_dir: Path
     summary: dict[str, Any]
+    interrupted: bool = False
+    """SIGINT or SIGTERM ended the run (torn down, marked incomplete): a caller running several stops too."""
 
 
 @contextlib.contextmanager
@@ -108,7 +110,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
         run_dir = rundir.new_run_dir(spec, opts.results_root)
         ex = Experiment(spec, element, notes, run_dir, tune_host=opts.host_sysctls)
         ex.teardowns.append(lambda: cc.unload(loaded))
-        complete, reason = False, None
+        complete, reason, interrupted = False, None, False
         goodputs: dict[str, float | None] = {}
         extra: dict[str, Any] = {"delay_applied": False}
         try:
@@ -157,7 +159,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                         )
                 complete = True
         except Interrupted as exc:
-            reason = f"interrupted ({exc})"
+            reason, interrupted = f"interrupted ({exc})", True
         except (RunError, DataPlaneError, TrafficError, system.SystemError_, cc.CcError) as exc:
             reason = str(exc)
         except BaseException as exc:  # recorded, torn down, then re-raised as it is
@@ -182,9 +184,9 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                 if not (run_dir / "manifest.json").exists():
                     rundir.write_json(run_dir / "manifest.json", rundir.manifest(spec, extra))
                 out = _write(ex, opts, series, goodputs, complete, reason, extra, edge)
-        if reason is not None and not reason.startswith("interrupted"):
+        if reason is not None and not interrupted:
             raise RunError(f"{reason} (partial results in {run_dir})")
-        return Outcome(run_dir, out)
+        return Outcome(run_dir, out, interrupted)
 
 
 def _write(

@@ -170,6 +170,25 @@ def test_multipath_two_paths_each_its_own_subnet_and_an_mptcp_flow_on_both() -> 
     assert s.algos == ("mptcpw", "reno")
 
 
+def test_mptcp_over_one_path_opens_two_subflows_through_its_bottleneck() -> None:
+    """Hosts sharing one switch group: two subflows over the one path (the shared-bottleneck setting), the second
+    from the sender's own port to a second port its receiver announces, so each has its own 5-tuple."""
+    from controller.experiment.build import MPTCP_JOIN_PORT_BASE, counted
+
+    s = _parse(PARKING.replace('algo = "reno"\nsrc = "h0"', 'kind = "mptcp"\nalgo = "mptcpw"\nsrc = "h0"'))
+    mp = s.flows[0]
+    assert mp.subflow_segments == (0, 0)
+    parts = {c.id: c for c in counted(s.graph, s.flows)}
+    assert list(parts) == ["f1.1", "f1.2", "f2"]
+    one, two = parts["f1.1"], parts["f1.2"]
+    assert [e.id for e in one.path.links] == [e.id for e in two.path.links] == ["l1", "l2", "l3"]
+    assert (one.key.src, one.key.dst) == (two.key.src, two.key.dst), "one address pair"
+    assert two.key.dport == MPTCP_JOIN_PORT_BASE + 1 and one.key.dport != two.key.dport
+    assert one.key.sport != two.key.sport
+    keys = [c.key for c in parts.values()]
+    assert len(set(keys)) == len(keys), "every counted 5-tuple is its own"
+
+
 def test_via_picks_the_path_of_a_flow_between_two_multihomed_hosts() -> None:
     text = MULTIPATH.replace('kind = "mptcp"\nalgo = "mptcpw"', 'algo = "reno"').replace(
         'dst = "r0"', 'dst = "r0"\nvia = "l2"'
@@ -181,11 +200,12 @@ def test_via_picks_the_path_of_a_flow_between_two_multihomed_hosts() -> None:
 @pytest.mark.parametrize(
     ("text", "field", "value"),
     [
-        # a multipath flow on a single-path topology
+        # two mptcp flows to one receiver (what it announces goes to every connection it accepts)
         (
-            PARKING.replace('algo = "reno"\nsrc = "h2"', 'kind = "mptcp"\nalgo = "mptcpw"\nsrc = "h2"'),
-            "flows[1].kind",
-            "mptcp",
+            PARKING.replace('algo = "reno"\nsrc = "h0"', 'kind = "mptcp"\nalgo = "mptcpw"\nsrc = "h0"')
+            + '[[flows]]\nkind = "mptcp"\nalgo = "mptcpw"\nsrc = "h3"\ndst = "r0"\n',
+            "flows[2].dst",
+            "r0",
         ),
         # an mptcp sender that also sends a tcp flow (its one ephemeral port is the second subflow's)
         (MULTIPATH + '[[flows]]\nalgo = "reno"\nsrc = "h0"\ndst = "r1"\n', "flows[2].src", "h0"),

@@ -216,6 +216,55 @@ def test_mptcp_over_two_paths_each_subflow_counted_at_its_own_bottleneck(tmp_pat
     assert summ["jain_flows"] == ["f1", "f2"], "whole-run fairness counts the connection once"
 
 
+ONE_PATH = """
+name = "mptcp_one_path"
+duration_s = 12
+dataplane = "kernel"
+seed = 5
+[topology]
+kind = "dumbbell"
+pairs = 2
+[bottleneck]
+rate_mbps = 10
+queue_pkts = 50
+delay_ms = 10
+[[flows]]
+kind = "mptcp"
+algo = "mptcpw"
+src = "h1"
+dst = "r1"
+[[flows]]
+algo = "reno"
+src = "h2"
+dst = "r2"
+"""
+
+
+@pytest.mark.usefixtures("clean_host")
+def test_mptcp_over_one_path_two_subflows_counted_at_the_shared_bottleneck(tmp_path: Path) -> None:
+    """An mptcpw connection between hosts that share one path (the shared-bottleneck setting): the second
+    subflow joins a second port its receiver announced, both cross l1 beside the reno flow, each counted under
+    its own 5-tuple, and the coupled form couples the two (one MPTCP token, each coupling two)."""
+    from controller.experiment.build import MPTCP_JOIN_PORT_BASE
+
+    _dir, summ = _run(ONE_PATH, tmp_path)
+    flows = {f["id"]: f for f in summ["flows"]}
+    assert set(flows) == {"f1.1", "f1.2", "f2"}
+    assert all(f["path"] == ["l1"] for f in flows.values()), flows
+    [link] = summ["links"]
+    assert set(link["flows"]) == {"f1.1", "f1.2", "f2"}
+    one, two = flows["f1.1"]["five_tuple"], flows["f1.2"]["five_tuple"]
+    assert one[:2] == two[:2] and two[3] == MPTCP_JOIN_PORT_BASE + 1, (one, two)
+    for sid in ("f1.1", "f1.2"):
+        assert flows[sid]["bytes"] > 500_000, f"subflow {sid} carried {flows[sid]['bytes']} bytes"
+    [conn] = summ["mptcp"]
+    assert conn["bytes"] == flows["f1.1"]["bytes"] + flows["f1.2"]["bytes"]
+    assert conn["coupling"]["coupled"], conn["coupling"]
+    checks = summ["fidelity"]["checks"]
+    assert checks["f1.wire_over_received_bytes"]["ok"], checks["f1.wire_over_received_bytes"]
+    assert link["utilization"] > 0.9, link["utilization"]
+
+
 @pytest.mark.usefixtures("clean_host")
 @pytest.mark.skipif(shutil.which("mn") is None, reason="Mininet's mn is not installed (make deps)")
 @pytest.mark.parametrize("topo", ["dumbbell,2", "parking_lot,2", "multipath,0,0"])

@@ -123,6 +123,10 @@ EPHEMERAL_PORTS = (52000, 60999)
 #: an mptcp flow numbered i: its sender's one ephemeral port, so its second subflow's source port (and with
 #: it the subflow's 5-tuple, counted at its own bottleneck) is known before the kernel opens it
 MPTCP_SUBFLOW_PORT_BASE = 50000
+#: an mptcp flow numbered i over one path: the port its receiver announces beside the connection's own (ADD_ADDR
+#: with a port), which the second subflow joins on the same addresses; between the servers' ports
+#: (SERVER_PORT_BASE + flow number) and the clients'
+MPTCP_JOIN_PORT_BASE = 30000
 
 
 @dataclass(frozen=True)
@@ -145,13 +149,23 @@ def counted(graph: Graph, flows: tuple[Flow, ...]) -> list[Counted]:
     for i, f in enumerate(flows, 1):
         proto = 6 if f.is_tcp else 17
         # (id, segment, source port): the flow, or each subflow of an mptcp flow on its own path
-        parts = [(f.id, f.segment, CLIENT_PORT_BASE + i)]
+        parts = [(f.id, f.segment, CLIENT_PORT_BASE + i, SERVER_PORT_BASE + i)]
         if f.is_mptcp:
-            ports = [CLIENT_PORT_BASE + i] + [MPTCP_SUBFLOW_PORT_BASE + i] * (len(f.subflow_segments) - 1)
-            parts = [(f"{f.id}.{k}", seg, port) for k, (seg, port) in enumerate(zip(f.subflow_segments, ports), 1)]
-        for cid, seg, sport in parts:
+            parts = [(f"{f.id}.{k}", *sub) for k, sub in enumerate(subflows(f, i), 1)]
+        for cid, seg, sport, dport in parts:
             p = flow_path(graph, f, seg)
-            out.append(Counted(cid, f, i, p, FlowKey(p.src_ip, p.dst_ip, sport, SERVER_PORT_BASE + i, proto), seg))
+            out.append(Counted(cid, f, i, p, FlowKey(p.src_ip, p.dst_ip, sport, dport, proto), seg))
+    return out
+
+
+def subflows(f: Flow, i: int) -> list[tuple[int, int, int]]:
+    """An mptcp flow numbered i: each subflow's (segment, source port, destination port). The first is the
+    connection's own; a later one to another segment goes to the receiver's address there, on the same port;
+    a later one on the first's segment (one path, two subflows) joins the port its receiver announces."""
+    out = [(f.subflow_segments[0], CLIENT_PORT_BASE + i, SERVER_PORT_BASE + i)]
+    for seg in f.subflow_segments[1:]:
+        dport = MPTCP_JOIN_PORT_BASE + i if seg == f.subflow_segments[0] else SERVER_PORT_BASE + i
+        out.append((seg, MPTCP_SUBFLOW_PORT_BASE + i, dport))
     return out
 
 
@@ -338,8 +352,9 @@ class Experiment:
             fl.wait_server()
 
     def _mptcp_hosts(self, net: Any, i: int, f: Flow) -> None:
-        """An mptcp flow's two ends: the receiver announces its address on every other path (the sender then
-        opens one subflow to each), and the sender's one ephemeral port is the second subflow's source port."""
+        """An mptcp flow's two ends: the receiver announces its address on every other path, or on a one-path
+        flow a second port of its one address (the sender then opens one subflow to each), and the sender's
+        one ephemeral port is the second subflow's source port."""
         mod = load_topology_module()
         src, dst = net.get(f.src), net.get(f.dst)
         extra = len(f.subflow_segments) - 1
@@ -349,9 +364,10 @@ class Experiment:
         port = MPTCP_SUBFLOW_PORT_BASE + i
         mod._run(src, ["sysctl", "-q", "-w", f"net.ipv4.ip_local_port_range={port} {port}"])
         by_ip = {intf.IP(): intf.name for intf in dst.intfList() if intf.IP()}
-        for seg in f.subflow_segments[1:]:
+        for seg, _sport, dport in subflows(f, i)[1:]:
             ip = self.spec.graph.addresses[(f.dst, seg)]
-            mod._run(dst, ["ip", "mptcp", "endpoint", "add", ip, "dev", by_ip[ip], "signal"])
+            on_port = [] if dport == SERVER_PORT_BASE + i else ["port", str(dport)]
+            mod._run(dst, ["ip", "mptcp", "endpoint", "add", ip, "dev", by_ip[ip], *on_port, "signal"])
 
     def samplers(self, net: Any) -> dict[str, TcpInfoSampler]:
         out = {}

@@ -137,7 +137,7 @@ class Flow:
     segment: int = 0
     """The L2 segment (subnet) the flow uses between its hosts (mptcp: its first subflow's)."""
     subflow_segments: tuple[int, ...] = ()
-    """mptcp: the segment of each subflow, the first subflow's first (one path each)."""
+    """mptcp: the segment of each subflow, the first subflow's first: one per path, or twice the one path."""
 
     @property
     def is_tcp(self) -> bool:

@@ -379,6 +379,7 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
     hosts = topo.graph.hosts
     out: list[Flow] = []
     mptcp_senders: set[str] = set()
+    mptcp_receivers: set[str] = set()
     tcp_senders: set[str] = set()
     for i, f in enumerate(entries):
         where = f"flows[{i}]"
@@ -396,16 +397,20 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
         if not shared:
             raise _fail(f"{where}.dst", dst, f"no route from {src}: the two hosts share no switch group")
         if kind == "mptcp":
-            if len(shared) != 2:
+            if len(shared) > 2:
                 raise _fail(
-                    f"{where}.kind", kind, f"needs two paths between {src} and {dst}, found {len(shared)} "
-                    '(use topology kind = "multipath", or a graph whose two hosts share two switch groups)'
+                    f"{where}.kind", kind, f"takes one path or two between {src} and {dst}, found {len(shared)} "
+                    "(hosts sharing one switch group: two subflows over it; two: one subflow on each)"
                 )  # fmt: skip
             if "via" in f:
                 raise _fail(f"{where}.via", f["via"], "an mptcp flow takes both paths")
             if src in mptcp_senders or src in tcp_senders:
                 raise _fail(f"{where}.src", src, "already sends a tcp or mptcp flow; an mptcp sender sends only that")
             mptcp_senders.add(str(src))
+            if dst in mptcp_receivers:
+                # its announced addresses (or port) go to every mptcp connection it accepts
+                raise _fail(f"{where}.dst", dst, "already receives an mptcp flow; an mptcp receiver receives one")
+            mptcp_receivers.add(str(dst))
             if f.get("count", 1) != 1:
                 raise _fail(f"{where}.count", f["count"], "must be 1 for an mptcp flow (one per sending host)")
         elif kind == "tcp" and src in mptcp_senders:
@@ -437,7 +442,8 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
             if kind == "tcp":
                 extra["bytes"] = _int(f, "bytes", where, None, 1, 1 << 40)
             else:
-                extra["subflow_segments"] = tuple(shared)
+                # one path: two subflows over it, the paper's two-path flow at a shared bottleneck
+                extra["subflow_segments"] = tuple(shared) if len(shared) == 2 else (shared[0], shared[0])
         else:
             if "algo" in f or "bytes" in f:
                 key = "algo" if "algo" in f else "bytes"

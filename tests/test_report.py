@@ -245,10 +245,28 @@ def test_per_path_splits_an_mptcp_connection_by_the_links_its_subflows_cross() -
         {"id": "f3", "path": ["l1"], "throughput_bps": 4e6},
         {"id": "f4", "path": ["l2"], "throughput_bps": 9e6, "kind": "udp_onoff"},
     ]
-    s = {"flows": flows, "mptcp": [{"id": "f1", "subflows": ["f1.1", "f1.2"]}]}
+    s = {"flows": flows, "mptcp": [{"id": "f1", "subflows": ["f1.1", "f1.2"], "throughput_bps": 4e6}]}
     assert report.per_path(s) == {
         ("subflow_throughput_mbps", "l1"): 1.0,
         ("subflow_throughput_mbps", "l2"): 3.0,
         ("path_flow_throughput_mbps", "l1"): 3.0,
+        ("connection_throughput_mbps", "f1"): 4.0,
     }
     assert report.per_path({"flows": flows}) == {}
+
+
+def test_per_path_sets_a_one_path_connection_beside_that_paths_single_path_flows() -> None:
+    """Two subflows over one path: each keyed by its id, and the connection over the single-path flows' mean."""
+    flows = [
+        {"id": "f1.1", "path": ["l1"], "throughput_bps": 2e6},
+        {"id": "f1.2", "path": ["l1"], "throughput_bps": 3e6},
+        {"id": "f2", "path": ["l1"], "throughput_bps": 4e6},
+    ]
+    s = {"flows": flows, "mptcp": [{"id": "f1", "subflows": ["f1.1", "f1.2"], "throughput_bps": 5e6}]}
+    assert report.per_path(s) == {
+        ("subflow_throughput_mbps", "l1:f1.1"): 2.0,
+        ("subflow_throughput_mbps", "l1:f1.2"): 3.0,
+        ("path_flow_throughput_mbps", "l1"): 4.0,
+        ("connection_throughput_mbps", "f1"): 5.0,
+        ("connection_over_path_flow", "l1"): 1.25,
+    }

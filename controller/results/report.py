@@ -163,22 +163,44 @@ def _fmt(v: float | None) -> str:
     return "" if v is None else f"{v:.6g}"
 
 
+#: per_path's metrics, each a column "<where>_<metric>" of runs.csv
+PATH_METRICS = (
+    "subflow_throughput_mbps",
+    "path_flow_throughput_mbps",
+    "connection_throughput_mbps",
+    "connection_over_path_flow",
+)
+
+
 def per_path(s: dict[str, Any]) -> dict[tuple[str, str], float]:
     """Runs with an mptcp connection: each subflow's Mbit/s by the links it crosses ("subflow_throughput_mbps",
-    "l1"), and the mean of the single-path TCP flows on each path beside it ("path_flow_throughput_mbps")."""
-    subs = {sid for conn in s.get("mptcp", []) for sid in conn["subflows"]}
+    "l1"; "l1:f1.2" where subflows share their links), the mean of the single-path TCP flows on each path beside
+    it ("path_flow_throughput_mbps"), each connection's Mbit/s ("connection_throughput_mbps", "f1"), and where all
+    of a connection's subflows share one path, the connection over that path's single-path mean
+    ("connection_over_path_flow", "l1": 1 is the fair share a coupled connection aims at)."""
+    conns = s.get("mptcp", [])
+    subs = {sid for conn in conns for sid in conn["subflows"]}
     if not subs:
         return {}
     out: dict[tuple[str, str], float] = {}
     single: dict[str, list[float]] = defaultdict(list)
+    where_of = {f["id"]: "+".join(f["path"]) for f in s["flows"]}
+    crowded = {w for w in where_of.values() if sum(where_of[i] == w for i in subs) > 1}
     for f in s["flows"]:
-        where = "+".join(f["path"])
+        where = where_of[f["id"]]
         if f["id"] in subs:
-            out[("subflow_throughput_mbps", where)] = f["throughput_bps"] / 1e6
+            key = f"{where}:{f['id']}" if where in crowded else where
+            out[("subflow_throughput_mbps", key)] = f["throughput_bps"] / 1e6
         elif f.get("kind", "tcp") == "tcp":
             single[where].append(f["throughput_bps"] / 1e6)
     for where, tputs in single.items():
         out[("path_flow_throughput_mbps", where)] = sum(tputs) / len(tputs)
+    for conn in conns:
+        mbps = conn["throughput_bps"] / 1e6
+        out[("connection_throughput_mbps", conn["id"])] = mbps
+        paths = {where_of[sid] for sid in conn["subflows"]}
+        if len(paths) == 1 and (mean := out.get(("path_flow_throughput_mbps", next(iter(paths))))):
+            out[("connection_over_path_flow", next(iter(paths)))] = mbps / mean
     return out
 
 
@@ -414,7 +436,7 @@ def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
     ratio_rows = ratios(manifest, run_rows)
     run_cols = ["point", "rep", "seed", *paths, "n_flows", "fidelity_ok", "run_dir", *(m for m, _, _ in RUN_METRICS)]
     run_cols += ["rtt_short_over_long", "cwnd_recovery_s", "cwnd_recoveries", "cwnd_unrecovered"]
-    run_cols += sorted({k for r in run_rows for k in r if k.endswith("_flow_throughput_mbps")})
+    run_cols += sorted({k for r in run_rows for k in r if k.endswith(("_flow_throughput_mbps", *PATH_METRICS))})
     stat_cols = ["point", *paths, "n_flows", "metric", "algo", "n", "repetitions", "mean", "std", "ci95_low"]
     stat_cols += ["ci95_high", "fidelity_ok_runs"]
     ratio_cols = [*(p for p in paths if ratio_rows and p in ratio_rows[0]), "metric", "algo", "n", "mean", "std"]

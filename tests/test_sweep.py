@@ -165,6 +165,26 @@ def test_resume_state_comes_from_the_run_directories(tmp_path: Path) -> None:
     other = sweep.from_raw(_raw(repetitions=2, **{"bottleneck.per": [0, 1e-2]}))
     with pytest.raises(sweep.SweepError, match="holds another sweep"):
         sweep.prepare(other, d)
+    fewer = sweep.from_raw(_raw(repetitions=1, **{"bottleneck.per": [0, 1e-3]}))
+    with pytest.raises(sweep.SweepError, match="holds another sweep"):
+        sweep.prepare(fewer, d)
+
+
+def test_more_repetitions_extend_a_sweep_keeping_its_runs(tmp_path: Path) -> None:
+    """Repetition r's seed does not depend on how many there are, so a spec asking for more repetitions
+    resumes the sweep and runs only the new ones."""
+    two = sweep.from_raw(_raw(repetitions=2, **{"bottleneck.per": [0, 1e-3]}))
+    d = tmp_path / "sw"
+    sweep.prepare(two, d)
+    for pt in two.points:
+        _fake_run(d, pt.key, "20260101T000000Z", True)
+    three = sweep.from_raw(_raw(repetitions=3, **{"bottleneck.per": [0, 1e-3]}))
+    assert three.seeds[:2] == two.seeds
+    sweep.prepare(three, d)
+    assert [t.key for t in sweep.pending(three, d)] == ["p000-r2", "p001-r2"]
+    assert len(list((d / "points").glob("*.toml"))) == 6
+    m = json.loads((d / "sweep.json").read_text())
+    assert m["repetitions"] == 3 and m["seeds"] == list(three.seeds)
 
 
 def test_a_run_refused_before_it_starts_stops_the_sweep(tmp_path: Path) -> None:

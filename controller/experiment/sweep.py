@@ -278,21 +278,24 @@ def write_manifest(sw: Sweep, sweep_dir: Path) -> dict[str, Any]:
 
 
 def prepare(sw: Sweep, sweep_dir: Path) -> None:
-    """Create the sweep directory, or check that an existing one holds this very sweep (to resume it)."""
+    """Create the sweep directory, or check that an existing one holds this very sweep (to resume it), or this
+    sweep with fewer repetitions (more repetitions extend it: repetition r's seed does not depend on how many)."""
     points_dir = sweep_dir / "points"
     if (sweep_dir / MANIFEST).exists():
-        for pt in sw.points:
-            f = points_dir / f"{pt.key}.toml"
-            if not f.exists() or spec.read_raw(f) != pt.raw:
+        mine = {pt.key: pt for pt in sw.points}
+        held = sorted(points_dir.glob("*.toml")) if points_dir.is_dir() else []
+        for f in held:
+            pt = mine.get(f.stem)
+            if pt is None or spec.read_raw(f) != pt.raw:
                 raise SweepError(
-                    f"{sweep_dir} holds another sweep (point {pt.key} differs from this spec's); "
+                    f"{sweep_dir} holds another sweep (point {f.stem} differs from this spec's); "
                     "give a new directory with --dir"
                 )
-        extra = sorted(p.stem for p in points_dir.glob("*.toml")) if points_dir.is_dir() else []
-        if len(extra) != len(sw.points):
-            raise SweepError(f"{sweep_dir} holds another sweep ({len(extra)} points); give a new directory with --dir")
-        return
-    if sweep_dir.exists() and any(sweep_dir.iterdir()):
+        if {f.stem for f in held} != {pt.key for pt in sw.points if pt.rep < len(held) // sw.n_grid}:
+            raise SweepError(f"{sweep_dir} holds another sweep ({len(held)} points); give a new directory with --dir")
+        if len(held) == len(sw.points):
+            return
+    elif sweep_dir.exists() and any(sweep_dir.iterdir()):
         raise SweepError(f"{sweep_dir} exists and is not a sweep directory; give a new directory with --dir")
     # imported here: the lab VM's guest runs `cclab run` with Debian's Python, which has no tomli_w
     import tomli_w

@@ -71,6 +71,7 @@ def lab_vm_missing() -> str | None:
     return None
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: only the tests that will run count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = missing_capability()
     if reason is None:

@@ -41,7 +41,8 @@ EXPECTED = (
 
 KEEP_SYSCTLS_HELP = (
     "keep the host's bridge-nf-call-iptables and tcp_child_ehash_entries as they are (README: The host's "
-    "sysctls; with bridge-nf-call-iptables = 0 TCP Small Queues keeps a flow from filling an emulated queue)"
+    "sysctls; with bridge-nf-call-iptables = 0 the emulated links free packets from their sockets themselves, "
+    "at more CPU than the hook)"
 )
 
 err = Console(stderr=True)

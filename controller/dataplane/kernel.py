@@ -4,7 +4,9 @@ Layout on the bottleneck link A -> B (A, B a veth pair):
 
     A root:    htb (one class, rate = ceil = R) or tbf (rate R)
                + pfifo/bfifo leaf: the drop-tail queue, the only queue
-    A egress:  clsact / bn_enqueue     (offered to the queue)
+    A egress:  clsact / bn_enqueue     (offered to the queue; a packet still
+                                        owned by its socket is queued as an
+                                        unowned clone: dataplane/sysctls.py)
     kfree_skb: bn_qdrop                (queue drops on A, per flow)
     B ingress: clsact / bn_link        (random loss on the wire, forwarded)
     delay:     on the devices after the link in each direction (never on

@@ -7,7 +7,8 @@
  * veth peer B.  Rate and the drop-tail queue are tc qdiscs on A (HTB or TBF
  * with a pfifo/bfifo leaf); this object adds what tc cannot:
  *
- *   A egress (clsact)   bn_enqueue   count what is offered to the queue
+ *   A egress (clsact)   bn_enqueue   free the packet from its socket,
+ *                                    count what is offered to the queue
  *   qdisc on A          (kernel)     rate + drop-tail queue
  *   kfree_skb on A      bn_qdrop     count queue-overflow drops, per flow
  *   B ingress (clsact)  bn_link      i.i.d. or Gilbert-Elliott random loss
@@ -225,6 +226,16 @@ int bn_enqueue(struct __sk_buff *skb)
 {
 	struct bn_flow_key key = {};
 
+	/* A packet still owned by its sending socket (a veth pair and a bridge
+	 * keep the owner) would stay charged to it while it waits in the
+	 * queue, and TCP Small Queues then holds the sender to about 1 ms of
+	 * its pacing rate in flight below TCP: no flow could fill the queue.
+	 * Queue an unowned clone (a clone has no socket) and free the original,
+	 * which uncharges it, as a router's IP input would.  The clone comes
+	 * back through this program, unowned, and is counted once.
+	 */
+	if (skb->sk && !bpf_clone_redirect(skb, skb->ifindex, 0))
+		return TC_ACT_SHOT;
 	bn_parse_skb(skb, &key);
 	bn_count(&key, BN_ENQ, skb->len);
 	return TC_ACT_OK;

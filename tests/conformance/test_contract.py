@@ -468,7 +468,7 @@ def test_non_first_fragments_not_keyed_by_payload(request: pytest.FixtureRequest
         request,
         bed,
         "kernel",
-        "with the bridges' IPv4 netfilter hook on (runs need it, controller/dataplane/sysctls.py) the later "
+        "with the bridges' IPv4 netfilter hook on (runs set it, controller/dataplane/sysctls.py) the later "
         "fragments may reach p4/ebpf/bottleneck.bpf.c keyed by their payload (measured: all 40 under the ports their "
         "payload begins with, in some runs), although the program keys a fragment with an offset by addresses "
         "only; other runs pass, and so do runs with the hook off. Not yet explained",

@@ -207,6 +207,13 @@ def test_via_picks_the_path_of_a_flow_between_two_multihomed_hosts() -> None:
             "flows[2].dst",
             "r0",
         ),
+        # an mptcp receiver that also sends one (it would announce its endpoints to its own peer)
+        (
+            PARKING.replace('algo = "reno"\nsrc = "h0"', 'kind = "mptcp"\nalgo = "mptcpw"\nsrc = "h0"')
+            + '[[flows]]\nkind = "mptcp"\nalgo = "mptcpw"\nsrc = "r0"\ndst = "h3"\n',
+            "flows[2].src",
+            "r0",
+        ),
         # an mptcp sender that also sends a tcp flow (its one ephemeral port is the second subflow's)
         (MULTIPATH + '[[flows]]\nalgo = "reno"\nsrc = "h0"\ndst = "r1"\n', "flows[2].src", "h0"),
         # a path choice naming a link off the flow's paths

@@ -268,5 +268,5 @@ def test_per_path_sets_a_one_path_connection_beside_that_paths_single_path_flows
         ("subflow_throughput_mbps", "l1:f1.2"): 3.0,
         ("path_flow_throughput_mbps", "l1"): 4.0,
         ("connection_throughput_mbps", "f1"): 5.0,
-        ("connection_over_path_flow", "l1"): 1.25,
+        ("connection_over_path_flow", "f1"): 1.25,
     }

@@ -105,8 +105,7 @@ def test_one_tcp_flow_fills_the_bottleneck_queue(tmp_path: Path, bridge_nf: str)
     would otherwise hold the backlog at a few packets with nothing dropped. Also with the bridges' netfilter hook
     off, as on a kernel without br_netfilter: the link's own BPF program then frees each packet from its socket."""
     name = sysctls.BRIDGE_NF[0][0]
-    was = system.read_sysctl(name)
-    if bridge_nf == "0" and was == "absent":
+    if bridge_nf == "0" and system.read_sysctl(name) == "absent":
         pytest.skip("this kernel has no br_netfilter: the run's own case is the hook-off case")
     raw = {
         "name": "pytest-tsq",
@@ -117,13 +116,12 @@ def test_one_tcp_flow_fills_the_bottleneck_queue(tmp_path: Path, bridge_nf: str)
         "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}],
     }
     options = runner.RunOptions(results_root=tmp_path, plots=False, host_sysctls=bridge_nf != "0")
-    if bridge_nf == "0":
-        Path("/proc/sys", *name.split(".")).write_text("0\n")
+    hook_off = sysctls.HostSysctls(((name, "0"),) if bridge_nf == "0" else ())
+    hook_off.apply()  # saved first, so `cclab clean` puts it back should this test be killed
     try:
         out = runner.run(spec.parse(raw), options)
     finally:
-        if bridge_nf == "0":
-            Path("/proc/sys", *name.split(".")).write_text(was + "\n")
+        hook_off.restore()
     assert out.summary["complete"], out.summary["reason"]
     rows = (out.run_dir / "link.csv").read_text().splitlines()
     col = rows[0].split(",").index("backlog_pkts")
@@ -131,6 +129,10 @@ def test_one_tcp_flow_fills_the_bottleneck_queue(tmp_path: Path, bridge_nf: str)
     [flow] = out.summary["flows"]
     assert peak >= 95, f"the backlog peaked at {peak:.0f} of 100 packets"
     assert flow["queue_drops"] > 0, "a single reno flow never overflowed a 100-packet queue in 8 s"
+    # each drop counted once: the sender retransmitted every packet the queue dropped (a drop counted twice
+    # would outnumber the retransmits)
+    retrans = json.loads((out.run_dir / "iperf" / "f1.client.json").read_text())["end"]["sum_sent"]["retransmits"]
+    assert flow["queue_drops"] <= retrans, f"{flow['queue_drops']} queue drops, only {retrans} retransmits"
 
 
 TUNED = {

@@ -118,10 +118,10 @@ def flow_path(graph: Graph, f: Flow, segment: int | None = None) -> FlowPath:
 
 
 #: the hosts' ephemeral ports: above every flow's client port (CLIENT_PORT_BASE + flow number) and every mptcp
-#: sender's own port (MPTCP_SUBFLOW_PORT_BASE + flow number), which a spec's few thousand flows stay below
-EPHEMERAL_PORTS = (52000, 60999)
+#: sender's own port (MPTCP_SUBFLOW_PORT_BASE + flow number), which a spec's at most 2000 flows keep below
+EPHEMERAL_PORTS = (52001, 60999)
 #: an mptcp flow numbered i: its sender's one ephemeral port, so its second subflow's source port (and with
-#: it the subflow's 5-tuple, counted at its own bottleneck) is known before the kernel opens it
+#: it the subflow's 5-tuple, counted at the links it crosses) is known before the kernel opens it
 MPTCP_SUBFLOW_PORT_BASE = 50000
 #: an mptcp flow numbered i over one path: the port its receiver announces beside the connection's own (ADD_ADDR
 #: with a port), which the second subflow joins on the same addresses; between the servers' ports
@@ -148,7 +148,7 @@ def counted(graph: Graph, flows: tuple[Flow, ...]) -> list[Counted]:
     out = []
     for i, f in enumerate(flows, 1):
         proto = 6 if f.is_tcp else 17
-        # (id, segment, source port): the flow, or each subflow of an mptcp flow on its own path
+        # (id, segment, source port, destination port): the flow, or each subflow of an mptcp flow
         parts = [(f.id, f.segment, CLIENT_PORT_BASE + i, SERVER_PORT_BASE + i)]
         if f.is_mptcp:
             parts = [(f"{f.id}.{k}", *sub) for k, sub in enumerate(subflows(f, i), 1)]

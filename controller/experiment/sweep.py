@@ -278,12 +278,15 @@ def write_manifest(sw: Sweep, sweep_dir: Path) -> dict[str, Any]:
 
 
 def prepare(sw: Sweep, sweep_dir: Path) -> None:
-    """Create the sweep directory, or check that an existing one holds this very sweep (to resume it), or this
-    sweep with fewer repetitions (more repetitions extend it: repetition r's seed does not depend on how many)."""
+    """Create the sweep directory, or check that an existing one holds this very sweep (to resume it) or part of
+    it: every point it holds is one of this sweep's, run for run (more repetitions extend a sweep, since repetition
+    r's seed does not depend on how many; so does a grid value added where no held point's index moves)."""
     points_dir = sweep_dir / "points"
     if (sweep_dir / MANIFEST).exists():
         mine = {pt.key: pt for pt in sw.points}
         held = sorted(points_dir.glob("*.toml")) if points_dir.is_dir() else []
+        if not held:
+            raise SweepError(f"{sweep_dir} has a {MANIFEST} but no points; give a new directory with --dir")
         for f in held:
             pt = mine.get(f.stem)
             if pt is None or spec.read_raw(f) != pt.raw:
@@ -291,8 +294,6 @@ def prepare(sw: Sweep, sweep_dir: Path) -> None:
                     f"{sweep_dir} holds another sweep (point {f.stem} differs from this spec's); "
                     "give a new directory with --dir"
                 )
-        if {f.stem for f in held} != {pt.key for pt in sw.points if pt.rep < len(held) // sw.n_grid}:
-            raise SweepError(f"{sweep_dir} holds another sweep ({len(held)} points); give a new directory with --dir")
         if len(held) == len(sw.points):
             return
     elif sweep_dir.exists() and any(sweep_dir.iterdir()):

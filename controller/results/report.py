@@ -177,7 +177,7 @@ def per_path(s: dict[str, Any]) -> dict[tuple[str, str], float]:
     "l1"; "l1:f1.2" where subflows share their links), the mean of the single-path TCP flows on each path beside
     it ("path_flow_throughput_mbps"), each connection's Mbit/s ("connection_throughput_mbps", "f1"), and where all
     of a connection's subflows share one path, the connection over that path's single-path mean
-    ("connection_over_path_flow", "l1": 1 is the fair share a coupled connection aims at)."""
+    ("connection_over_path_flow", "f1": 1 is the fair share a coupled connection aims at)."""
     conns = s.get("mptcp", [])
     subs = {sid for conn in conns for sid in conn["subflows"]}
     if not subs:
@@ -200,7 +200,7 @@ def per_path(s: dict[str, Any]) -> dict[tuple[str, str], float]:
         out[("connection_throughput_mbps", conn["id"])] = mbps
         paths = {where_of[sid] for sid in conn["subflows"]}
         if len(paths) == 1 and (mean := out.get(("path_flow_throughput_mbps", next(iter(paths))))):
-            out[("connection_over_path_flow", next(iter(paths)))] = mbps / mean
+            out[("connection_over_path_flow", conn["id"])] = mbps / mean
     return out
 
 

@@ -403,10 +403,14 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
                     "(hosts sharing one switch group: two subflows over it; two: one subflow on each)"
                 )  # fmt: skip
             if "via" in f:
-                raise _fail(f"{where}.via", f["via"], "an mptcp flow takes both paths")
+                raise _fail(f"{where}.via", f["via"], "an mptcp flow takes every path its hosts share (no via)")
             if src in mptcp_senders or src in tcp_senders:
                 raise _fail(f"{where}.src", src, "already sends a tcp or mptcp flow; an mptcp sender sends only that")
             mptcp_senders.add(str(src))
+            if src in mptcp_receivers or dst in mptcp_senders:
+                # a host announces its endpoints on the connections it opens too: its peer would add subflows
+                end, host = ("src", src) if src in mptcp_receivers else ("dst", dst)
+                raise _fail(f"{where}.{end}", host, "an mptcp host sends or receives one mptcp flow, not both")
             if dst in mptcp_receivers:
                 # its announced addresses (or port) go to every mptcp connection it accepts
                 raise _fail(f"{where}.dst", dst, "already receives an mptcp flow; an mptcp receiver receives one")

@@ -271,7 +271,7 @@ def _flows() -> dict[str, Any]:
     is_mptcp = {"properties": {"kind": {"const": "mptcp"}}, "required": ["kind"]}
     tcp = {"if": is_tcp, "then": {"required": ["algo"], "not": {"anyOf": [{"required": [k]} for k in udp_only]}}}
     udp = {"if": is_udp, "then": {"required": ["rate_mbps"], "not": {"anyOf": [{"required": [k]} for k in tcp_only]}}}
-    # an mptcp flow: an algorithm, both paths (no via), sent for its duration (no bytes), one per sender
+    # an mptcp flow: an algorithm, every path its hosts share (no via), sent for its duration (no bytes), one per sender
     mp_never = [*udp_only, "bytes", "via"]
     mptcp = {"if": is_mptcp, "then": {"required": ["algo"], "not": {"anyOf": [{"required": [k]} for k in mp_never]}}}
     item = _closed(props, FLOW_KEYS, required=["src", "dst"], allOf=[tcp, udp, mptcp])

@@ -232,9 +232,12 @@ int bn_enqueue(struct __sk_buff *skb)
 	 * its pacing rate in flight below TCP: no flow could fill the queue.
 	 * Queue an unowned clone (a clone has no socket) and free the original,
 	 * which uncharges it, as a router's IP input would.  The clone comes
-	 * back through this program, unowned, and is counted once.
+	 * back through this program, unowned, and is counted once.  A
+	 * positive return is the queue's verdict on the clone (a drop-tail
+	 * drop, counted by bn_qdrop): the original is not offered again.
+	 * Only a negative one (no clone made) leaves the original to queue.
 	 */
-	if (skb->sk && !bpf_clone_redirect(skb, skb->ifindex, 0))
+	if (skb->sk && bpf_clone_redirect(skb, skb->ifindex, 0) >= 0)
 		return TC_ACT_SHOT;
 	bn_parse_skb(skb, &key);
 	bn_count(&key, BN_ENQ, skb->len);

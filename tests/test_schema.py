@@ -35,8 +35,8 @@ NEEDS_THE_PARSER = {
     "link l1": "only links between switches are emulated (which nodes are hosts is data)",
     "links.l99": "the links a preset has depend on its size",
     "flows[1].access_delay_ms": "one access delay per host, across flows",
-    "flows[1].kind": "an mptcp flow needs a topology of two disjoint paths (the preset's shape)",
-    "flows[2].src": "an mptcp sender sends nothing else (a relation between flows)",
+    "flows[2].dst": "an mptcp receiver receives one mptcp flow (a relation between flows)",
+    "flows[2].src": "an mptcp sender sends nothing else, nor receives mptcp (a relation between flows)",
     "flows[1].via": "a path choice must name a link on the flow's paths (from the topology)",
 }
 

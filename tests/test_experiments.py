@@ -19,7 +19,7 @@ SPECS = sorted(EXPERIMENTS.rglob("*.toml"))
 REPRODUCTIONS = [p for p in SPECS if p.parent != EXPERIMENTS]
 PAPER_FILES = sorted(EXPERIMENTS.rglob(f"*{report.PAPER_SUFFIX}"))
 METRICS = {m for m, _, _ in report.RUN_METRICS} | set(report.EXTRA_STATS)
-METRICS |= {"flow_throughput_mbps", "flow_throughput_ratio"}
+METRICS |= {"flow_throughput_mbps", "flow_throughput_ratio", *report.PATH_METRICS}
 
 
 def _is_sweep(path: Path) -> bool:

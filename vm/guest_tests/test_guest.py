@@ -278,20 +278,31 @@ def _check_ssthresh_follows_bwe(run_dir: Path, report: dict[str, Any]) -> None:
     state is polled, not traced at the loss, so each ssthresh is held to the band
     spanned by the estimate in the poll before the loss and the poll after it
     (CI once saw the estimate fall from the loss to the next poll: ssthresh 18
-    against 12.6 packets after it).
+    against 12.6 packets after it). A reduction the stack undid as spurious is
+    not eq. (5)'s (CI: ssthresh 22 = 3/4 of cwnd 31, cwnd kept, state Open).
     """
     rows = [r for r in _csv(run_dir / "ccstate.csv") if r["algo"] == "tcpwplus"]
-    mss = int(next(r for r in _csv(run_dir / "cwnd.csv") if r["algo"] == "tcpwplus")["mss"])
+    cwnd_rows = {r["t_s"]: r for r in _csv(run_dir / "cwnd.csv") if r["algo"] == "tcpwplus"}
+    mss = int(next(iter(cwnd_rows.values()))["mss"])
+
+    def undone(before: dict[str, str], r: dict[str, str]) -> bool:
+        """The stack undid a reduction it found spurious (DSACKs): tcp_undo_cwnd_reduction puts back the window
+        and prior_ssthresh, which tcp_current_ssthresh made 3/4 of the window; eq. (5) is not what set it."""
+        b, a = cwnd_rows.get(before["t_s"]), cwnd_rows.get(r["t_s"])
+        if b is None or a is None:
+            return False
+        w = int(b["cwnd_pkts"])
+        return int(r["ssthresh_pkts"]) == (w >> 1) + (w >> 2) and int(a["cwnd_pkts"]) >= w and a["ca_state"] == "0"
 
     def want(r: dict[str, str]) -> float:
         return round(max(2, int(r["bwe_bps"]) / 8 * int(r["rtt_min_us"]) / 1e6 / mss), 1)
 
-    events = []
+    events, undos = [], []
     for before, r in zip(rows, rows[1:]):
         ssthresh = int(r["ssthresh_pkts"])
         if ssthresh < 0x7FFFFFFF and ssthresh != int(before["ssthresh_pkts"]) and float(r["t_s"]) >= AFTER_SLOW_START_S:
-            events.append((float(r["t_s"]), ssthresh, want(before), want(r)))
-    report["ssthresh_rule"] = {"events (t, ssthresh, BWE*RTTmin/MSS before, after)": events}
+            (undos if undone(before, r) else events).append((float(r["t_s"]), ssthresh, want(before), want(r)))
+    report["ssthresh_rule"] = {"events (t, ssthresh, BWE*RTTmin/MSS before, after)": events, "undone": undos}
     assert len(events) >= 2, f"only {len(events)} losses after slow start in {run_dir}"
     lo, hi = SSTHRESH_RATIO
     for t, ssthresh, w_before, w_after in events:

@@ -97,8 +97,14 @@ def tool_version(args: list[str]) -> str:
     return text[0] if text else "unknown"
 
 
+def sysctl_path(name: str) -> Path:
+    """A sysctl's file ("net.ipv4.tcp_rmem"), or a module parameter's, named by its /sys path."""
+    return Path(name) if name.startswith("/") else Path("/proc/sys", *name.split("."))
+
+
 def read_sysctl(name: str) -> str:
+    """A sysctl's or module parameter's value (sysctl_path), or "absent"."""
     try:
-        return Path("/proc/sys", *name.split(".")).read_text().strip()
+        return sysctl_path(name).read_text().strip()
     except OSError:
         return "absent"

@@ -2,7 +2,8 @@
 
 Layout on the bottleneck link A -> B (A, B a veth pair):
 
-    A root:    htb (one class, rate = ceil = R) or tbf (rate R)
+    A root:    htb (one class, rate = ceil = R; a bucket at a time:
+               htb_hysteresis, dataplane/sysctls.py) or tbf (rate R)
                + pfifo/bfifo leaf: the drop-tail queue, the only queue
     A egress:  clsact / bn_enqueue     (offered to the queue; a packet still
                                         owned by its socket is queued as an
@@ -61,6 +62,11 @@ def burst_time_s() -> float:
     20 ms 0.996.
     """
     return 0.020 if os.environ.get("CCLAB_IN_VM") else 0.001
+
+
+def htb_hysteresis_wanted() -> bool:
+    """Whether runs set HTB's hysteresis (dataplane/sysctls.py): where the bucket is 1 ms, not in the lab VM."""
+    return burst_time_s() <= 0.001
 
 
 def htb_burst_bytes(rate_bps: int, mtu: int) -> int:

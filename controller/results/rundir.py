@@ -82,6 +82,7 @@ def manifest(spec: Spec, extra: dict[str, Any]) -> dict[str, Any]:
         "net.core.netdev_max_backlog",
         "net.ipv4.tcp_available_congestion_control",
         "net.bridge.bridge-nf-call-iptables",
+        "/sys/module/sch_htb/parameters/htb_hysteresis",
         "kernel.randomize_va_space",
     )
     return {

@@ -416,7 +416,7 @@ def bridge_netfilter() -> Capability:
     value = system.read_sysctl("net.bridge.bridge-nf-call-iptables")
     title = "bridged packets through iptables"
     if value == "1":
-        why = "bridge-nf-call-iptables = 1 (br_netfilter): bridges validate IPv4 headers, at some CPU cost"
+        why = "bridge-nf-call-iptables = 1 (br_netfilter): runs turn it off while their network exists"
     elif value == "absent":
         why = "br_netfilter not loaded: bridges forward without iptables"
     else:

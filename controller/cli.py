@@ -40,9 +40,9 @@ EXPECTED = (
 )
 
 KEEP_SYSCTLS_HELP = (
-    "keep the host's bridge-nf-call-iptables and tcp_child_ehash_entries as they are (README: The host's "
-    "sysctls; with bridge-nf-call-iptables = 0 the emulated links free packets from their sockets themselves, "
-    "at more CPU than the hook)"
+    "keep the host's bridge-nf-call-iptables, HTB hysteresis and tcp_child_ehash_entries as they are (README: "
+    "The host's sysctls; each costs CPU: the bridges' netfilter hook where the host has it on, HTB's timer per "
+    "packet where hysteresis is off)"
 )
 
 err = Console(stderr=True)

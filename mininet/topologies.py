@@ -83,14 +83,33 @@ class CclabHost(Host):
         return r
 
 
+def free_from_socket_at(node: Any, intf: str) -> bool:
+    """Let `intf` (a veth) receive through its NAPI path, which frees each frame from its sending socket (GRO's
+    preparation orphans an skb), with GRO unable to merge any two frames; False where the kernel or ip refuses."""
+    for args in (["ip", "link", "set", "dev", intf, "gro_max_size", "1"], ["ethtool", "-K", intf, "gro", "on"]):
+        proc = node.popen(args)
+        proc.communicate()
+        if proc.returncode != 0:
+            return False
+    return True
+
+
 class CclabBridge(LinuxBridge):
-    """A Linux-bridge switch whose ports have offloads off."""
+    """A Linux-bridge switch whose ports have offloads off; its ports that face a host free the host's frames
+    from their sockets (sysctls.FREE_AT_HOST_PORTS), else TCP Small Queues would cap what a flow can queue at
+    an emulated link."""
 
     def start(self, controllers: Any) -> None:
         super().start(controllers)
-        for intf in self.intfNames():
-            if intf != "lo":
-                offloads_off(self, intf)
+        from controller.dataplane import sysctls
+
+        for intf in self.intfList():
+            if intf.name == "lo":
+                continue
+            offloads_off(self, intf.name)
+            peer = intf.link.intf2 if intf.link and intf.link.intf1 is intf else getattr(intf.link, "intf1", None)
+            if sysctls.FREE_AT_HOST_PORTS and peer is not None and isinstance(peer.node, Host):
+                free_from_socket_at(self, intf.name)
 
 
 class CclabOvsBridge(Switch):

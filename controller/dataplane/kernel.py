@@ -110,6 +110,8 @@ class KernelBottleneck:
     """What delays the packets once set up: "netem", "cclab-delay", or None."""
     delay_stats: dict[str, Any] | None = field(default=None, init=False)
     """cclab-delay's last counters (drops, lateness), kept by teardown."""
+    owned_pkts: int | None = field(default=None, init=False)
+    """Packets that reached the queue still owned by their socket (bn_enqueue freed each), kept by teardown."""
     _delay: LinkDelay | None = field(default=None, init=False)
     _pin: Path = field(init=False)
     _maps: dict[str, bpf.BpfMap] = field(default_factory=dict, init=False)
@@ -147,7 +149,7 @@ class KernelBottleneck:
         system.run(
             ["bpftool", "prog", "loadall", str(OBJECT), str(self._pin / "progs"), "pinmaps", str(self._pin / "maps")]
         )
-        for name in ("bn_flows", "bn_link_ctr", "bn_config", "bn_rng"):
+        for name in ("bn_flows", "bn_link_ctr", "bn_config", "bn_rng", "bn_owned"):
             self._maps[name] = bpf.BpfMap.pinned(self._pin / "maps" / name)
         prog_fd = bpf.obj_get(self._pin / "progs" / "bn_qdrop")
         try:
@@ -258,6 +260,10 @@ class KernelBottleneck:
             self._delay.teardown()
             self.delay_stats = self._delay.stats
             self._delay = None
+        owned = self._maps.get("bn_owned")
+        raw = owned.lookup(b"\0" * 4) if owned is not None else None
+        if raw is not None:
+            self.owned_pkts = struct.unpack("=Q", raw)[0]
         for m in self._maps.values():
             m.close()
         self._maps.clear()

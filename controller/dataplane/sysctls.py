@@ -1,24 +1,31 @@
 """Host-wide sysctls a run sets for the fidelity and speed of the emulated path, always put back.
 
-The Linux-bridge switches live in the host's own network namespace.  With
-`net.bridge.bridge-nf-call-iptables = 0` a TCP flow through an emulated link
-with delay cannot fill the link's queue.  Measured here: one reno flow,
-10 Mbit/s, a 100-packet queue, 20 ms: with 0 the backlog peaked at 7-8 packets
-and nothing was dropped in 10 s; with 1 it reached 100 and 142 packets were
-dropped (tests/test_run.py keeps it so).  The likely cause is TCP Small Queues:
-a packet keeps its sending socket as owner across veth pairs and bridges, and
-the sender holds back once about two packets (or 1 ms of its pacing rate) are
-not yet freed; netfilter's bridge hook for IPv4 (br_netfilter) releases each
-frame from its socket as IP input does.  So runs set it to 1 while a network
-exists, loading br_netfilter where the kernel has it as a module and it is not
-loaded.  The hook costs about a sixth of the CPU on the bridged path (perf, 4
-saturating flows); cclab adds no netfilter rules.  Where the hook is off or
-absent (a kernel without br_netfilter, or --keep-host-sysctls on a host with
-0), the emulated link's own BPF program frees each packet that reaches it
-still owned (p4/ebpf/bottleneck.bpf.c, bn_enqueue), so queues fill there too;
-it is the fallback, not the rule, because it cost more than the hook here
-(bench dataplane with the hook off: ceiling 3398 Mbit/s, and 2293 not emulated
-within 2 %, against 3332 of 3846 with the hook on).
+A packet keeps its sending socket as owner across veth pairs and bridges, and
+TCP Small Queues holds a sender back once about two packets (or 1 ms of its
+pacing rate) are not yet freed: a TCP flow through an emulated link with delay
+could not fill the link's queue (measured: one reno flow, 10 Mbit/s, a
+100-packet queue, 20 ms: the backlog peaked at 7-8 packets, nothing dropped in
+10 s; freed, it reaches 100 and drops, tests/test_run.py).  So each packet is
+freed from its socket before the link, as a router's IP input would, in one of
+three places, cheapest first:
+- the switch port that faces the sending host (FREE_AT_HOST_PORTS,
+  mininet/topologies.py), the rule: a veth that receives through NAPI
+  orphans each frame as it prepares it for GRO, and gro_max_size 1 keeps GRO
+  from merging any two, so frames stay wire size;
+- else, under --keep-host-sysctls on a host that has it on, netfilter's
+  bridge hook for IPv4 (br_netfilter).  It costs about a sixth of the CPU on
+  the bridged path (perf, 4 saturating flows), all of it wasted once the
+  ports have freed the frames, so runs turn it off (BRIDGE_NF) while their
+  network exists; cclab adds no netfilter rules;
+- else the emulated link's BPF program (p4/ebpf/bottleneck.bpf.c,
+  bn_enqueue) queues an unowned clone and drops the original, which costs
+  the most; summary.json's owned_at_link_pkts counts them (0 where the ports
+  freed every frame; a kernel whose veth does not, or whose ip cannot set
+  gro_max_size, falls to here).
+Side by side, the ports against the hook (HTB hysteresis on in both, 4 cubic
+flows, medians of 3 interleaved runs, every run within 1 % of its rate): CPU
+busy 0.46 against 0.55 at 1.4 Gbit/s, 0.67 against 0.80 at 2.2 Gbit/s; the
+unshaped path carried 2740 against 2632 Mbit/s.
 
 While the kernel target shapes links here, HTB runs with hysteresis
 (`htb_hysteresis`, a module parameter of sch_htb).  Without it a backlogged
@@ -64,14 +71,16 @@ T = TypeVar("T")
 
 SAVED = system.RUN_STATE / "sysctls.json"
 
-#: while a network exists: IPv4 frames the bridges forward cross br_netfilter, which frees them from the
-#: sender's socket (else TCP Small Queues caps what a flow can queue at an emulated link)
-BRIDGE_NF = (("net.bridge.bridge-nf-call-iptables", "1"),)
+#: the switch ports that face hosts free the hosts' frames from their sockets (mininet/topologies.py)
+FREE_AT_HOST_PORTS = True
+#: while a network exists: the frames the bridges forward skip br_netfilter, which would free them again at
+#: a sixth of the bridged path's CPU
+BRIDGE_NF = (("net.bridge.bridge-nf-call-iptables", "0"),)
 #: while the kernel target shapes links (kernel.htb_hysteresis_wanted()): HTB sends a bucket at a time, not a
 #: packet per timer (a module parameter, named by its path)
 HTB_HYSTERESIS = (("/sys/module/sch_htb/parameters/htb_hysteresis", "1"),)
 #: the module that provides each setting where it is a module and not loaded
-MODULES = {"net.bridge.": "br_netfilter", "/sys/module/sch_htb/": "sch_htb"}
+MODULES = {"/sys/module/sch_htb/": "sch_htb"}
 #: while the hosts' namespaces are made: each gets an established hash of its own (buckets)
 CHILD_EHASH = (("net.ipv4.tcp_child_ehash_entries", "4096"),)
 
@@ -123,7 +132,7 @@ class HostSysctls:
         saved = _read_saved()
         for name, value in self.wanted:
             now = system.read_sysctl(name)
-            if now == "absent" and _load_module_for(name):
+            if now == "absent" and _load_module_for(name):  # (not br_netfilter: absent is as good as 0)
                 now = system.read_sysctl(name)  # the module stays loaded: unloading it could race other users
             if now == "absent":
                 self.changed[name] = {"was": "absent"}

@@ -289,6 +289,9 @@ def _write(
     stats = {lid: d.stats for lid, d in ex.delays.items() if d.stats}
     if stats:  # cclab-delay's own account: packets, drops, how late releases were
         summ["delay_stats"] = stats
+    owned = {lid: n for lid, dp in ex.dps.items() if (n := getattr(dp, "owned_pkts", None)) is not None}
+    if owned:  # packets a kernel link's program freed from their sockets itself (0 where the switch ports did)
+        summ["owned_at_link_pkts"] = owned
     if opts.plots and series.link:
         from controller.results import plots
 

@@ -64,6 +64,16 @@ struct {
 	__type(value, struct bn_rng);
 } bn_rng SEC(".maps");
 
+/* Packets that reached the queue still owned by their socket, each queued
+ * as an unowned clone (bn_enqueue): 0 where the switch ports in front of
+ * the link free them first (mininet/topologies.py). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} bn_owned SEC(".maps");
+
 /* Fields of the flow counters and the link counters an event adds to. */
 enum bn_event { BN_ENQ, BN_FWD, BN_RND_DROP, BN_Q_DROP };
 
@@ -237,8 +247,15 @@ int bn_enqueue(struct __sk_buff *skb)
 	 * drop, counted by bn_qdrop): the original is not offered again.
 	 * Only a negative one (no clone made) leaves the original to queue.
 	 */
-	if (skb->sk && bpf_clone_redirect(skb, skb->ifindex, 0) >= 0)
-		return TC_ACT_SHOT;
+	if (skb->sk) {
+		__u32 zero = 0;
+		__u64 *owned = bpf_map_lookup_elem(&bn_owned, &zero);
+
+		if (owned)
+			__sync_fetch_and_add(owned, 1);
+		if (bpf_clone_redirect(skb, skb->ifindex, 0) >= 0)
+			return TC_ACT_SHOT;
+	}
 	bn_parse_skb(skb, &key);
 	bn_count(&key, BN_ENQ, skb->len);
 	return TC_ACT_OK;

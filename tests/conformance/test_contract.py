@@ -459,21 +459,11 @@ def test_non_flow_frames_harm_nothing(bed: Target) -> None:
     assert cap.seqs() == list(range(50))
 
 
-def test_non_first_fragments_not_keyed_by_payload(request: pytest.FixtureRequest, bed: Target) -> None:
+def test_non_first_fragments_not_keyed_by_payload(bed: Target) -> None:
     """Clause: counters keyed by the 5-tuple, and malformed input does not corrupt them. A non-first IPv4
     fragment carries no ports; its payload must not be read as ports. 20 UDP datagrams of UDP_F in three
     fragments each, the later fragments' payloads beginning with UDP_F's own ports: UDP_F counts the 20
     first fragments only."""
-    deviates(
-        request,
-        bed,
-        "kernel",
-        "with the bridges' IPv4 netfilter hook on (runs set it, controller/dataplane/sysctls.py) the later "
-        "fragments may reach p4/ebpf/bottleneck.bpf.c keyed by their payload (measured: all 40 under the ports their "
-        "payload begins with, in some runs), although the program keys a fragment with an offset by addresses "
-        "only; other runs pass, and so do runs with the hook off. Not yet explained",
-        always=False,
-    )
     batch = bed.next_batch()
     ports = UDP_F.sport.to_bytes(2, "big") + UDP_F.dport.to_bytes(2, "big")
     frames, firsts = [], 0
@@ -489,7 +479,14 @@ def test_non_first_fragments_not_keyed_by_payload(request: pytest.FixtureRequest
     bed.exchange(frames, 5e6, batch)
     after = bed.read()
     d = delta(flow(after, UDP_F), flow(before, UDP_F))
-    link = delta(after.link, before.link)
+    # the link's total less frames counted under another address pair: a bed's interfaces may send a frame
+    # of their own meanwhile (seen on the kernel target: an IGMP report, 0.0.0.0 -> 224.0.0.22)
+    others = sum(
+        delta(c, before.flows.get(k, FlowCounters())).fwd_pkts
+        for k, c in after.flows.items()
+        if (k.src, k.dst) != (UDP_F.src, UDP_F.dst)
+    )
+    pair = delta(after.link, before.link).fwd_pkts - others
     print(f"{bed.name}: UDP_F counted {d.fwd_pkts} of {len(frames)} fragments ({firsts} first ones)")
-    assert link.fwd_pkts == len(frames), f"link forwarded {link.fwd_pkts} of {len(frames)} fragments"
+    assert pair == len(frames), f"the link forwarded {pair} of the {len(frames)} fragments"
     assert d.fwd_pkts == firsts, f"UDP_F counted {d.fwd_pkts} fragments, {firsts} of them carry its ports"

@@ -18,9 +18,22 @@ from controller import clean
 from controller.dataplane import FlowKey, delayline, sysctls
 from controller.dataplane.bmv2 import Bmv2Bottleneck
 from controller.dataplane.kernel import KernelBottleneck, LinkParams, htb_hysteresis_wanted
+from controller.measure.metrics import binomial_interval
 
 REPO = Path(__file__).resolve().parents[1]
 CCLAB = [sys.executable, "-m", "controller.cli"]
+
+#: The level of the tests' binomial intervals for random drops.  Neither data plane's random source can be
+#: seeded, and a suite run makes about a dozen such checks, so at 99 % one run in ten would fail by chance; at
+#: 1 - 1e-5 (4.4 standard deviations) one in 10,000 does.  A drop probability off by a factor (a threshold in the
+#: wrong scale) still falls far outside.
+LOSS_LEVEL = 1 - 1e-5
+
+
+def loss_interval(n: int, p: float) -> tuple[int, int]:
+    """The interval the tests hold a count of random drops of n packets at probability p to (LOSS_LEVEL)."""
+    return binomial_interval(n, p, LOSS_LEVEL)
+
 
 P4C = "p4c-bm2-ss"
 #: The P4 tools the bmv2 tests need, those missing from PATH (empty: all there).

@@ -22,8 +22,7 @@ import pytest
 from controller.dataplane import FlowCounters, FlowKey
 from controller.dataplane.bmv2 import Bmv2Bottleneck, queue_rate_pps
 from controller.dataplane.kernel import LinkParams
-from controller.measure.metrics import binomial_interval
-from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, P4C, bmv2_dumbbell, compile_p4
+from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, P4C, bmv2_dumbbell, compile_p4, loss_interval
 from tests.conftest import pids as _pids  # noqa: F401 (tests/test_bmv2_run.py imports it from here)
 
 pytestmark = [
@@ -128,7 +127,7 @@ def test_counters_equal_packets_sent(bed: Bed) -> None:
 
 @needs_switch
 def test_loss_ratio_in_binomial_interval(bed: Bed) -> None:
-    """p = 0.02: random drops inside the 99 % binomial interval, and the receiver lost exactly those."""
+    """p = 0.02: random drops inside the binomial interval (LOSS_LEVEL), and the receiver lost exactly those."""
     p, n = 0.02, 10_000
     bed.dp.apply(_params(per=p))
     b = bed.flow()
@@ -137,11 +136,11 @@ def test_loss_ratio_in_binomial_interval(bed: Bed) -> None:
     a = bed.flow()
     fwd, rnd = a.fwd_pkts - b.fwd_pkts, a.rnd_drop_pkts - b.rnd_drop_pkts
     q = a.q_drop_pkts - b.q_drop_pkts
-    lo, hi = binomial_interval(n, p)
-    print(f"p = {p}: {rnd} random drops of {n}, 99 % interval [{lo}, {hi}]; received {received}")
+    lo, hi = loss_interval(n, p)
+    print(f"p = {p}: {rnd} random drops of {n}, interval [{lo}, {hi}]; received {received}")
     assert q == 0, f"{q} queue drops at 20 of 200 Mbit/s"
     assert fwd + rnd == n, f"forwarded {fwd} + random drops {rnd} != {n}"
-    assert lo <= rnd <= hi, f"random drops {rnd} outside the 99 % interval [{lo}, {hi}] of Bin({n}, {p})"
+    assert lo <= rnd <= hi, f"random drops {rnd} outside the interval [{lo}, {hi}] of Bin({n}, {p})"
     assert received == fwd, f"receiver got {received}, switch forwarded {fwd}"
 
 
@@ -160,9 +159,9 @@ def test_runtime_loss_change(bed: Bed) -> None:
     bed.settle()
     b2 = bed.flow()
     rnd = b2.rnd_drop_pkts - b1.rnd_drop_pkts
-    lo, hi = binomial_interval(n, 0.5)
-    print(f"p = 0.5: {rnd} drops of {n}, 99 % interval [{lo}, {hi}]")
-    assert lo <= rnd <= hi, f"{rnd} drops of {n} at p = 0.5, 99 % interval [{lo}, {hi}]"
+    lo, hi = loss_interval(n, 0.5)
+    print(f"p = 0.5: {rnd} drops of {n}, interval [{lo}, {hi}]")
+    assert lo <= rnd <= hi, f"{rnd} drops of {n} at p = 0.5, interval [{lo}, {hi}]"
 
 
 @needs_switch

@@ -18,8 +18,7 @@ import pytest
 from controller import spec
 from controller.dataplane.bmv2 import queue_rate_pps
 from controller.experiment import preflight, runner
-from controller.measure.metrics import binomial_interval
-from tests.conftest import CCLAB, REPO, leftovers
+from tests.conftest import CCLAB, REPO, leftovers, loss_interval
 from tests.test_bmv2 import _pids
 
 if sys.version_info >= (3, 11):
@@ -64,8 +63,8 @@ def test_demo_spec_on_bmv2_meets_contract(tmp_path: Path) -> None:
         )
         assert 0.98 <= r <= 1.02, f"{f['id']}: in-network / iperf3 after header accounting = {r:.4f}"
     n, k = b["wire_packets"], b["random_drops"]
-    lo, hi = binomial_interval(n, b["per"])
-    assert lo <= k <= hi, f"{k} random drops of {n} packets, 99 % interval [{lo}, {hi}]"
+    lo, hi = loss_interval(n, b["per"])
+    assert lo <= k <= hi, f"{k} random drops of {n} packets, interval [{lo}, {hi}]"
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
     assert manifest["bmv2"]["queue_rate_pps"] == queue_rate_pps(20_000_000, 1500)
     assert not _pids("simple_switch_grpc"), "simple_switch_grpc left running after the run"

@@ -19,8 +19,7 @@ import pytest
 
 from controller.dataplane import FlowCounters, FlowKey
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
-from controller.measure.metrics import binomial_interval
-from tests.conftest import kernel_dumbbell
+from tests.conftest import kernel_dumbbell, loss_interval
 
 pytestmark = pytest.mark.root
 
@@ -69,7 +68,7 @@ def bed() -> Iterator[Bed]:
 
 
 def test_counters_equal_packets_sent_and_loss_in_binomial_interval(bed: Bed) -> None:
-    """p = 1e-2: every datagram is counted once, drops are random drops only, within the 99 % interval."""
+    """p = 1e-2: every datagram is counted once, drops are random drops only, within the interval (LOSS_LEVEL)."""
     p, n = 0.01, 20_000
     bed.dp.apply(LinkParams(rate_bps=1_000_000_000, queue_pkts=1000, per=p))
     before = bed.flow()
@@ -82,8 +81,8 @@ def test_counters_equal_packets_sent_and_loss_in_binomial_interval(bed: Bed) -> 
     assert enq == n, f"offered to the queue {enq}, sent {n}"
     assert q == 0, f"{q} queue drops at 100 of 1000 Mbit/s"
     assert fwd + rnd == n, f"forwarded {fwd} + random drops {rnd} != {n}"
-    lo, hi = binomial_interval(n, p)
-    assert lo <= rnd <= hi, f"random drops {rnd} outside the 99 % interval [{lo}, {hi}] of Bin({n}, {p})"
+    lo, hi = loss_interval(n, p)
+    assert lo <= rnd <= hi, f"random drops {rnd} outside the interval [{lo}, {hi}] of Bin({n}, {p})"
     assert received == fwd, f"receiver got {received}, data plane forwarded {fwd}"
     wire = after.fwd_bytes - before.fwd_bytes
     assert wire == fwd * (PAYLOAD + 14 + 20 + 8), f"wire bytes {wire} for {fwd} packets of {PAYLOAD} B payload"
@@ -101,8 +100,8 @@ def test_runtime_loss_change(bed: Bed) -> None:
     bed.udp(n, 50e6)
     b2 = bed.flow()
     rnd = b2.rnd_drop_pkts - b1.rnd_drop_pkts
-    lo, hi = binomial_interval(n, 0.5)
-    assert lo <= rnd <= hi, f"{rnd} drops of {n} at p = 0.5, 99 % interval [{lo}, {hi}]"
+    lo, hi = loss_interval(n, 0.5)
+    assert lo <= rnd <= hi, f"{rnd} drops of {n} at p = 0.5, interval [{lo}, {hi}]"
 
 
 @dataclass

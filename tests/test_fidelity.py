@@ -11,8 +11,10 @@ import pytest
 from controller import spec
 from controller.dataplane import FlowCounters, Snapshot
 from controller.experiment import runner
+from controller.measure.metrics import binomial_interval
 from controller.measure.monitor import Series
 from controller.results import summary
+from tests.conftest import loss_interval
 
 RATE_BPS = 10e6
 
@@ -143,7 +145,12 @@ def test_real_loss_limited_flow_is_ok_with_the_rate_not_applicable(tmp_path: Pat
     assert "backlogged_rate_over_rate" in fid["not_applicable"], fid
     applicable_fail = [name for name, c in fid["checks"].items() if not c["ok"]]
     assert fid["ok"] is (not applicable_fail and not fid["notes"]), fid
-    assert fid["checks"]["random_drops_in_99pct_interval"]["ok"], fid["checks"]
+    # the run's check is the 99 % interval (so about one run in 100 is flagged by chance); the test holds the
+    # count to its own wider interval, and the check to the 99 % one
+    check, n = fid["checks"]["random_drops_in_99pct_interval"], s["bottleneck"]["wire_packets"]
+    lo, hi = loss_interval(n, 0.2)
+    assert lo <= check["value"] <= hi, f"{check['value']} random drops of {n}, interval [{lo}, {hi}]"
+    assert (check["lo"], check["hi"]) == binomial_interval(n, 0.2), check
 
 
 def test_a_path_whose_queue_never_emptied_excuses_the_flows_base_rtt() -> None:

@@ -19,7 +19,7 @@ from controller.dataplane import sysctls
 from controller.dataplane.kernel import htb_hysteresis_wanted
 from controller.experiment import preflight, runner
 from controller.measure.metrics import binomial_interval
-from tests.conftest import CCLAB, REPO, leftovers, pids
+from tests.conftest import CCLAB, REPO, leftovers, loss_interval, pids
 
 pytestmark = [pytest.mark.root, pytest.mark.usefixtures("clean_host")]
 
@@ -96,10 +96,12 @@ def test_random_loss_1e2_in_binomial_interval(tmp_path: Path) -> None:
     out = runner.run(_spec(per=1e-2, rate_mbps=20), runner.RunOptions(results_root=tmp_path, plots=False))
     b = out.summary["bottleneck"]
     n, k = b["wire_packets"], b["random_drops"]
-    lo, hi = binomial_interval(n, 1e-2)
+    lo, hi = loss_interval(n, 1e-2)
     assert n > 5000, f"only {n} packets crossed the link"
-    assert lo <= k <= hi, f"{k} random drops of {n} packets, 99 % interval [{lo}, {hi}]"
-    assert out.summary["fidelity"]["checks"]["random_drops_in_99pct_interval"]["ok"]
+    assert lo <= k <= hi, f"{k} random drops of {n} packets, interval [{lo}, {hi}]"
+    lo99, hi99 = binomial_interval(n, 1e-2)
+    ok = out.summary["fidelity"]["checks"]["random_drops_in_99pct_interval"]["ok"]
+    assert ok == (lo99 <= k <= hi99), f"fidelity check says {ok} for {k} drops against [{lo99}, {hi99}]"
     assert sum(f["random_drops"] for f in out.summary["flows"]) <= k
 
 

@@ -35,7 +35,6 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, Raw
 
 from controller.dataplane import COUNTER_FIELDS, FlowCounters, FlowKey, Snapshot
-from controller.measure.metrics import binomial_interval
 from tests.conformance.conftest import (
     BASE,
     DECLARED,
@@ -52,6 +51,7 @@ from tests.conformance.conftest import (
     delta,
     flow,
 )
+from tests.conftest import loss_interval
 
 pytestmark = [pytest.mark.root, pytest.mark.conformance]
 
@@ -199,8 +199,8 @@ def test_wire_bytes_exact_64_to_1514(bed: Target) -> None:
 
 def test_random_loss_in_binomial_interval(bed: Target) -> None:
     """Clause: i.i.d. random loss with probability p per wire packet. p = 0.05 over 5000 packets: random
-    drops inside the 99 % binomial interval, no queue drops, offered = forwarded + random drops, the drops'
-    bytes exact, and the receiver missing exactly the dropped packets."""
+    drops inside the binomial interval (tests/conftest.py LOSS_LEVEL), no queue drops, offered = forwarded +
+    random drops, the drops' bytes exact, and the receiver missing exactly the dropped packets."""
     p, n, size = 0.05, 5000, 300
     bed.program(replace(BASE, per=p))
     batch = bed.next_batch()
@@ -208,8 +208,8 @@ def test_random_loss_in_binomial_interval(bed: Target) -> None:
     before = bed.read()
     cap = bed.exchange(frames, 6e6, batch)
     d = delta(flow(bed.read(), UDP_F), flow(before, UDP_F))
-    lo, hi = binomial_interval(n, p)
-    print(f"{bed.name}: {d.rnd_drop_pkts} random drops of {n} at p = {p}, 99 % interval [{lo}, {hi}]")
+    lo, hi = loss_interval(n, p)
+    print(f"{bed.name}: {d.rnd_drop_pkts} random drops of {n} at p = {p}, interval [{lo}, {hi}]")
     assert d.enq_pkts == n and d.q_drop_pkts == 0, f"offered {d.enq_pkts} of {n}, {d.q_drop_pkts} queue drops"
     assert d.fwd_pkts + d.rnd_drop_pkts == n, f"forwarded {d.fwd_pkts} + random drops {d.rnd_drop_pkts} != {n}"
     assert lo <= d.rnd_drop_pkts <= hi, f"random drops {d.rnd_drop_pkts} outside [{lo}, {hi}] of Bin({n}, {p})"
@@ -345,7 +345,7 @@ def test_rate_change_at_run_time(bed: Target) -> None:
 def test_loss_change_at_run_time(bed: Target) -> None:
     """Clause: the loss probability changes while running (a schedule step). p = 0 for the first second of
     5000 packets, then 0.25: no packet that crossed the link before the change was dropped (counters and
-    receiver agree), and the drops after it are inside the 99 % binomial interval of 0.25."""
+    receiver agree), and the drops after it are inside the binomial interval of 0.25 (LOSS_LEVEL)."""
     n, p = 5000, 0.25
     marks = []
 
@@ -365,7 +365,7 @@ def test_loss_change_at_run_time(bed: Target) -> None:
     crossed_a, crossed_b = a.fwd_pkts + a.rnd_drop_pkts, b.fwd_pkts + b.rnd_drop_pkts
     after = e.fwd_pkts + e.rnd_drop_pkts - crossed_b
     drops = e.rnd_drop_pkts - a.rnd_drop_pkts
-    lo, hi = binomial_interval(after, p)
+    lo, hi = loss_interval(after, p)
     print(f"{bed.name}: {crossed_a} crossed at p = 0, {drops} dropped of {after} (+{crossed_b - crossed_a}) after")
     assert 1000 < crossed_a < n - 1000, f"the change came after {crossed_a} of {n} packets"
     assert a.rnd_drop_pkts == 0, f"{a.rnd_drop_pkts} random drops at p = 0"

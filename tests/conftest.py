@@ -17,7 +17,7 @@ import pytest
 from controller import clean
 from controller.dataplane import FlowKey, delayline, sysctls
 from controller.dataplane.bmv2 import Bmv2Bottleneck
-from controller.dataplane.kernel import KernelBottleneck, LinkParams, htb_hysteresis_wanted
+from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.measure.metrics import binomial_interval
 
 REPO = Path(__file__).resolve().parents[1]
@@ -213,7 +213,7 @@ def kernel_dumbbell(
 
     setLogLevel("error")
     mod = load_topology_module()
-    tuned = sysctls.NetworkSysctls(shaping=htb_hysteresis_wanted())
+    tuned = sysctls.NetworkSysctls(htb_links=True)
     topo = mod.Dumbbell(pairs=1)
     net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
     dp = KernelBottleneck(run_id, "s1-eth1", "s2-eth1")

@@ -16,7 +16,6 @@ import tomli_w
 
 from controller import cc, spec, system
 from controller.dataplane import sysctls
-from controller.dataplane.kernel import htb_hysteresis_wanted
 from controller.experiment import preflight, runner
 from controller.measure.metrics import binomial_interval
 from tests.conftest import CCLAB, REPO, leftovers, loss_interval, pids
@@ -40,7 +39,7 @@ def _spec(**bottleneck: Any) -> spec.Spec:
 
 
 #: what a kernel-target run sets on this host (HTB's hysteresis where the bucket is 1 ms)
-RUN_SETS = (*sysctls.BRIDGE_NF, *sysctls.CHILD_EHASH, *(sysctls.HTB_HYSTERESIS if htb_hysteresis_wanted() else ()))
+RUN_SETS = sysctls.NetworkSysctls(htb_links=True).wanted
 
 
 def _host_sysctls() -> dict[str, str]:

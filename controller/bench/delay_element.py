@@ -12,7 +12,7 @@ from typing import Any
 
 from controller import system
 from controller.dataplane import sysctls
-from controller.dataplane.kernel import KernelBottleneck, LinkParams, htb_hysteresis_wanted
+from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.experiment import topology
 from hosts import traffic
 
@@ -116,7 +116,7 @@ def delay(
     say = progress or (lambda _m: None)
     setLogLevel("error")
     mod = topology.load_topology_module()
-    tuned = sysctls.NetworkSysctls(shaping=htb_hysteresis_wanted())
+    tuned = sysctls.NetworkSysctls(htb_links=True)
     topo = mod.Dumbbell(pairs=1)
     net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
     dp = KernelBottleneck("bench-delay", "s1-eth1", "s2-eth1", fwd_delay_devs=("s2-eth2",), rev_delay_devs=("s2-eth1",))

@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from controller import system
+from controller.dataplane.kernel import htb_hysteresis_wanted
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -76,8 +77,8 @@ FREE_AT_HOST_PORTS = True
 #: while a network exists: the frames the bridges forward skip br_netfilter, which would free them again at
 #: a sixth of the bridged path's CPU
 BRIDGE_NF = (("net.bridge.bridge-nf-call-iptables", "0"),)
-#: while the kernel target shapes links (kernel.htb_hysteresis_wanted()): HTB sends a bucket at a time, not a
-#: packet per timer (a module parameter, named by its path)
+#: while a network with HTB links exists, where the bucket is 1 ms (kernel.htb_hysteresis_wanted()): HTB sends
+#: a bucket at a time, not a packet per timer (a module parameter, named by its path)
 HTB_HYSTERESIS = (("/sys/module/sch_htb/parameters/htb_hysteresis", "1"),)
 #: the module that provides each setting where it is a module and not loaded
 MODULES = {"/sys/module/sch_htb/": "sch_htb"}
@@ -168,19 +169,25 @@ def make_namespaces(make: Callable[[], T]) -> tuple[T, dict[str, dict[str, str]]
 
 @dataclass
 class NetworkSysctls:
-    """What a cclab network is built under: BRIDGE_NF (and HTB_HYSTERESIS where it shapes) while it exists,
-    CHILD_EHASH while its hosts are made."""
+    """What a cclab network is built under: BRIDGE_NF (and HTB_HYSTERESIS where it has HTB links and the
+    bucket is 1 ms) while it exists, CHILD_EHASH while its hosts are made."""
 
     enabled: bool = True
     """False: build under the host's own values, changing nothing."""
-    shaping: bool = False
-    """The kernel target shapes links, and HTB's hysteresis suits them (kernel.htb_hysteresis_wanted())."""
+    htb_links: bool = False
+    """The kernel target shapes some of the network's links with HTB."""
     changed: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
     """Everything changed, for the manifest: name -> {"was", "set"}."""
     _bridges: HostSysctls = field(init=False)
 
     def __post_init__(self) -> None:
-        self._bridges = HostSysctls(BRIDGE_NF + (HTB_HYSTERESIS if self.shaping else ()))
+        hysteresis = HTB_HYSTERESIS if self.htb_links and htb_hysteresis_wanted() else ()
+        self._bridges = HostSysctls(BRIDGE_NF + hysteresis)
+
+    @property
+    def wanted(self) -> tuple[tuple[str, str], ...]:
+        """Every (name, value) build() sets, for a while or for the network's life."""
+        return self._bridges.wanted + CHILD_EHASH
 
     def build(self, make: Callable[[], T]) -> T:
         """make() the network (Mininet(...)) under these sysctls; on failure put everything back and raise."""

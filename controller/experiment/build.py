@@ -18,7 +18,7 @@ from typing import Any
 from controller import system
 from controller.dataplane import DataPlaneError, FlowKey, delay, sysctls
 from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
-from controller.dataplane.kernel import KernelBottleneck, LinkParams, htb_hysteresis_wanted
+from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.experiment.preflight import P4_INFO, P4_JSON, RunError
 from controller.experiment.topology import load_p4switch_module, load_topology_module
 from controller.fabric.fabric import CountedFlow, OvsFabric, mininet_ports
@@ -229,8 +229,8 @@ class Experiment:
             self.teardowns.append(self.fabric.stop_ovs)
             ovs_params = self.fabric.start_ovs()
         topo = mod.GraphTopo(graph=self.spec.graph, bmv2=bmv2, p4_params=p4_params, ovs_params=ovs_params)
-        shaping = self.spec.dataplane == "kernel" and any(e.spec.shaper == "htb" for e in self.spec.graph.emulated())
-        tuned = sysctls.NetworkSysctls(self.tune_host, shaping=shaping and htb_hysteresis_wanted())
+        htb = self.spec.dataplane == "kernel" and any(e.spec.shaper == "htb" for e in self.spec.graph.emulated())
+        tuned = sysctls.NetworkSysctls(self.tune_host, htb_links=htb)
         self.teardowns.append(tuned.restore)
         self.host_sysctls = tuned.changed
         net = tuned.build(

@@ -59,12 +59,13 @@ OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off")
 BY_HAND = LinkSpec(rate_mbps=100.0)
 
 
-def _run(node: Any, args: list[str]) -> None:
-    """Run a command in a node's namespace; raise with its stderr on failure."""
+def _run(node: Any, args: list[str], check: bool = True) -> bool:
+    """Run a command in a node's namespace; whether it succeeded (check: raise with its stderr if not)."""
     proc = node.popen(args)
     _out, err = proc.communicate()
-    if proc.returncode != 0:
+    if proc.returncode != 0 and check:
         raise RuntimeError(f"{node.name}: {' '.join(args)}: {err.decode().strip()}")
+    return proc.returncode == 0
 
 
 def offloads_off(node: Any, intf: str) -> None:
@@ -86,12 +87,16 @@ class CclabHost(Host):
 def free_from_socket_at(node: Any, intf: str) -> bool:
     """Let `intf` (a veth) receive through its NAPI path, which frees each frame from its sending socket (GRO's
     preparation orphans an skb), with GRO unable to merge any two frames; False where the kernel or ip refuses."""
-    for args in (["ip", "link", "set", "dev", intf, "gro_max_size", "1"], ["ethtool", "-K", intf, "gro", "on"]):
-        proc = node.popen(args)
-        proc.communicate()
-        if proc.returncode != 0:
-            return False
-    return True
+    steps = (["ip", "link", "set", "dev", intf, "gro_max_size", "1"], ["ethtool", "-K", intf, "gro", "on"])
+    return all(_run(node, args, check=False) for args in steps)
+
+
+def _peer(intf: Any) -> Any:
+    """The interface at the other end of intf's link (None: not linked)."""
+    link = intf.link
+    if link is None:
+        return None
+    return link.intf2 if link.intf1 is intf else link.intf1
 
 
 class CclabBridge(LinuxBridge):
@@ -107,7 +112,7 @@ class CclabBridge(LinuxBridge):
             if intf.name == "lo":
                 continue
             offloads_off(self, intf.name)
-            peer = intf.link.intf2 if intf.link and intf.link.intf1 is intf else getattr(intf.link, "intf1", None)
+            peer = _peer(intf)
             if sysctls.FREE_AT_HOST_PORTS and peer is not None and isinstance(peer.node, Host):
                 free_from_socket_at(self, intf.name)
 

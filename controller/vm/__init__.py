@@ -9,7 +9,7 @@ modules it builds against its own headers) is on the host when it returns.
 
 One idea per file:
 
-- settings.py  where the parts live, the VM's size, VmError
+- settings.py  where the parts live, the VM's size, VmError (GuestPanic: its kernel panicked)
 - image.py     the image: built by vm/build-image.sh, cached by its inputs
 - accel.py     KVM where it works, else TCG; the verdict remembered
 - share.py     the work tree and the control directory shared with the guest
@@ -23,10 +23,11 @@ One idea per file:
 from controller.vm.accel import kvm_verdict
 from controller.vm.image import Image, Kernel, build, image, require_image
 from controller.vm.run import VmResult, run_in_vm, run_spec_in_vm
-from controller.vm.settings import QEMU, VmError
+from controller.vm.settings import QEMU, GuestPanic, VmError
 
 __all__ = [
     "QEMU",
+    "GuestPanic",
     "Image",
     "Kernel",
     "VmError",

@@ -34,6 +34,14 @@ class VmError(RuntimeError):
     """The lab VM cannot be built or run; the message says the fix."""
 
 
+class GuestPanic(VmError):
+    """The guest's kernel panicked before the command ended; `trace` is the panic's report from the console."""
+
+    def __init__(self, message: str, trace: str) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
 def require_root() -> None:
     if os.geteuid() != 0:
         raise VmError("the lab VM needs root (qemu, its image cache, the work tree shared read-write); use sudo")

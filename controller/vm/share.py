@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.vm.settings import LOG_ROOT, VmError
+from controller.vm.settings import LOG_ROOT, GuestPanic, VmError
 
 REPO_TAG = "cclab"
 CTL_TAG = "cclabctl"
@@ -62,6 +62,19 @@ def console_tail(ctl: Path, lines: int = 5) -> str:
     return " | ".join(text[-lines:])
 
 
+def panic_report(ctl: Path) -> str:
+    """The guest kernel's report of its panic, from the first oops line to "Kernel panic" ("": none)."""
+    try:
+        lines = (ctl / "console.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    end = next((i for i, ln in enumerate(lines) if "Kernel panic" in ln), None)
+    if end is None:
+        return ""
+    start = next((i for i, ln in enumerate(lines) if "PANIC:" in ln or "Oops" in ln or "BUG:" in ln), end)
+    return "\n".join(lines[min(start, end) : end + 1])
+
+
 @dataclass(frozen=True)
 class Outcome:
     returncode: int
@@ -79,6 +92,14 @@ def read_outcome(ctl: Path, qemu_rc: int) -> Outcome:
     try:
         status = int((ctl / "rc").read_text())
     except (OSError, ValueError):
+        trace = panic_report(ctl)
+        if trace:
+            first = next((ln for ln in trace.splitlines() if "Oops" in ln or "BUG" in ln), trace.splitlines()[0])
+            raise GuestPanic(
+                f"the lab VM's kernel panicked (qemu {qemu_rc}) before the command ended: {first.strip()}; "
+                f"see {ctl / 'console.log'}",
+                trace,
+            ) from None
         raise VmError(
             f"the lab VM stopped (qemu {qemu_rc}) without the command's exit status; see {ctl / 'console.log'}: "
             f"{console_tail(ctl)}"

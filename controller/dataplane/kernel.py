@@ -41,6 +41,8 @@ _KEY = struct.Struct("=4s4sHHB3x")
 _CTR = struct.Struct("=8Q")
 _CONFIG = struct.Struct("=5QIIQ")
 _RNG = struct.Struct("=QQ")
+#: the key of a one-entry array map (bn_config, bn_link_ctr, bn_rng, bn_owned)
+_ONLY = b"\0" * 4
 PROB_ONE = 1 << 32
 #: Ethernet header + FCS-less frame: the wire MTU of a veth frame.
 ETH_HLEN = 14
@@ -165,7 +167,7 @@ class KernelBottleneck:
             _RNG.pack((seed * 0x9E3779B97F4A7C15 + cpu * 0xD1B54A32D192ED03) & (2**64 - 1), 0).ljust(stride, b"\0")
             for cpu in range(ncpu)
         )
-        rng.update(b"\0" * 4, value)
+        rng.update(_ONLY, value)
 
     def _tc(self, *args: str) -> None:
         system.run(["tc", *args])
@@ -224,7 +226,7 @@ class KernelBottleneck:
             system.ifindex(self.egress_dev),
             system.netns_inode(),
         )
-        self._maps["bn_config"].update(b"\0" * 4, cfg)
+        self._maps["bn_config"].update(_ONLY, cfg)
         old = self._params
         if old is not None and old.rate_bps != p.rate_bps:
             self._shape("change", p)
@@ -247,7 +249,7 @@ class KernelBottleneck:
                 saddr, daddr, sport, dport, proto = _KEY.unpack(kraw)
                 key = keys[kraw] = FlowKey(socket.inet_ntoa(saddr), socket.inet_ntoa(daddr), sport, dport, proto)
             snap.flows[key] = FlowCounters(*_CTR.unpack(vraw))
-        link = self._maps["bn_link_ctr"].lookup(b"\0" * 4)
+        link = self._maps["bn_link_ctr"].lookup(_ONLY)
         if link is not None:
             snap.link = FlowCounters(*_CTR.unpack(link))
         return snap
@@ -261,7 +263,7 @@ class KernelBottleneck:
             self.delay_stats = self._delay.stats
             self._delay = None
         owned = self._maps.get("bn_owned")
-        raw = owned.lookup(b"\0" * 4) if owned is not None else None
+        raw = owned.lookup(_ONLY) if owned is not None else None
         if raw is not None:
             self.owned_pkts = struct.unpack("=Q", raw)[0]
         for m in self._maps.values():

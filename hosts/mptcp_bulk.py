@@ -9,7 +9,10 @@ reads; at the connection's end (or on SIGINT) it prints {"received": bytes,
 "seconds": from the first byte to the last}.  The sender binds SRC:SPORT, sets
 the congestion control ALGO on the connection (the kernel gives every subflow
 the same), connects and writes for T seconds, then half-closes and waits for
-the sink to close (all it wrote has arrived, as iperf3 ends); it prints
+the sink to close (all it wrote has arrived, as iperf3 ends), closes, and
+waits until every subflow has sent its last packet (its ACK of the sink's FIN:
+the subflow reaches TIME_WAIT), so that the data plane's last read, taken when
+this process has ended, counts every packet the subflows sent; it prints
 {"sent": bytes, "seconds": T and that wait}.  Which paths the subflows take is the kernel path manager's
 business, set up by the experiment (endpoints and limits).
 """
@@ -17,15 +20,31 @@ business, set up by the experiment (endpoints and limits).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import signal
 import socket
+import struct
 import time
+from pathlib import Path
 from types import FrameType
 
 IPPROTO_MPTCP = 262
 TCP_CONGESTION = 13
 CHUNK_BYTES = 1 << 16
+#: getsockopt(SOL_MPTCP, MPTCP_SUBFLOW_ADDRS) (linux/mptcp.h, kernel >= 5.16): a struct mptcp_subflow_data header
+#: (size_subflow_data, num_subflows, size_kernel, size_user: four u32) then one struct mptcp_subflow_addrs per
+#: subflow, its local and its remote address each in a union as large as a sockaddr_storage
+SOL_MPTCP = 284
+MPTCP_SUBFLOW_ADDRS = 3
+MAX_SUBFLOWS = 8
+SUBFLOW_HDR = struct.Struct("4I")
+SOCKADDR_BYTES = 128
+#: /proc/net/tcp states of a subflow that may still send: ESTABLISHED, FIN_WAIT1, FIN_WAIT2, CLOSE_WAIT,
+#: LAST_ACK, CLOSING (TIME_WAIT, CLOSE or gone: it has sent its last packet)
+STILL_SENDING = {"01", "04", "05", "08", "09", "0B"}
+#: how long the sender waits for its subflows to finish closing (a few RTTs of the longest path)
+CLOSE_WAIT_S = 10.0
 
 
 class _Stop(Exception):
@@ -56,6 +75,53 @@ def sink(a: argparse.Namespace) -> None:
     print(json.dumps({"received": total, "seconds": round(last - first, 6)}), flush=True)
 
 
+def _hex_endpoint(sa: bytes) -> str | None:
+    """A sockaddr_in as /proc/net/tcp writes it (ADDR:PORT in hex, the address in host byte order); None
+    for another family."""
+    family, port = struct.unpack_from("=HH", sa)  # sa_family in host order, sin_port in network order
+    if family != socket.AF_INET:
+        return None
+    addr = struct.unpack_from("=I", sa, 4)[0]
+    return f"{addr:08X}:{socket.ntohs(port):04X}"
+
+
+def subflow_endpoints(s: socket.socket) -> set[tuple[str, str]]:
+    """Each subflow's (local, remote) as /proc/net/tcp writes them; empty where the kernel cannot say."""
+    size = SUBFLOW_HDR.size + MAX_SUBFLOWS * 2 * SOCKADDR_BYTES
+    # the header goes in as well as out (the sizes the caller expects), which socket.getsockopt cannot pass
+    buf = ctypes.create_string_buffer(SUBFLOW_HDR.pack(SUBFLOW_HDR.size, 0, 0, 2 * SOCKADDR_BYTES), size)
+    length = ctypes.c_uint32(size)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.getsockopt(s.fileno(), SOL_MPTCP, MPTCP_SUBFLOW_ADDRS, buf, ctypes.byref(length)) != 0:
+        return set()
+    out = buf.raw[: length.value]
+    _size, count, _kernel, user = SUBFLOW_HDR.unpack_from(out)
+    ends = set()
+    for k in range(min(count, MAX_SUBFLOWS)):
+        at = SUBFLOW_HDR.size + k * user
+        local, remote = _hex_endpoint(out[at : at + SOCKADDR_BYTES]), _hex_endpoint(out[at + SOCKADDR_BYTES :])
+        if local and remote:
+            ends.add((local, remote))
+    return ends
+
+
+def wait_subflows_closed(ends: set[tuple[str, str]], timeout_s: float = CLOSE_WAIT_S) -> bool:
+    """Poll /proc/net/tcp until none of the subflows may still send (True), or until timeout_s (False)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        busy = False
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            col = line.split()
+            if (col[1], col[2]) in ends and col[3] in STILL_SENDING:
+                busy = True
+                break
+        if not busy:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
 def send(a: argparse.Namespace) -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
     s.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, a.cc.encode())
@@ -63,10 +129,12 @@ def send(a: argparse.Namespace) -> None:
     s.connect((a.dst, a.dport))
     buf = b"\0" * CHUNK_BYTES
     total = 0
+    ends: set[tuple[str, str]] = set()
     t0 = time.monotonic()
     try:
         while time.monotonic() - t0 < a.duration_s:
             total += s.send(buf)
+        ends = subflow_endpoints(s)  # before the close: afterwards the subflows have no owner to ask
         # like iperf3, end when the receiver has it all: half-close, then wait for the sink's close
         s.shutdown(socket.SHUT_WR)
         while s.recv(CHUNK_BYTES):
@@ -74,7 +142,9 @@ def send(a: argparse.Namespace) -> None:
     except _Stop:
         pass
     s.close()
-    print(json.dumps({"sent": total, "seconds": round(time.monotonic() - t0, 6), "cc": a.cc}), flush=True)
+    closed = wait_subflows_closed(ends) if ends else False
+    out = {"sent": total, "seconds": round(time.monotonic() - t0, 6), "cc": a.cc}
+    print(json.dumps({**out, "subflows": len(ends), "subflows_closed": closed}), flush=True)
 
 
 def main() -> None:

@@ -29,6 +29,8 @@ runtime=(
 	net-tools
 	python3
 	python3-venv
+	# the tests' independent capture of what a link forwarded
+	tcpdump
 	util-linux
 )
 # What builds cclab (BPF objects, modules, the harness) and its venv.

@@ -24,6 +24,7 @@ from controller.dataplane import DataPlaneError
 from controller.experiment import executors, preflight, runner, sweep
 from controller.measure.live import final_table, render
 from controller.measure.monitor import LiveState
+from controller.spec import sweep as sweep_spec
 from controller.vm.share import require_inside
 from hosts.traffic import TrafficError
 
@@ -35,7 +36,7 @@ EXPECTED = (
     TrafficError,
     system.SystemError_,
     vm.VmError,
-    sweep.SweepError,
+    sweep_spec.SweepError,
     executors.ExecutorError,
 )
 
@@ -125,7 +126,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     if "sweep" in spec.read_raw(Path(args.spec)):
-        sw = sweep.load(Path(args.spec))
+        sw = sweep_spec.load(Path(args.spec))
         n = f"{sw.n_grid} points x {sw.repetitions} repetitions = {len(sw.points)} runs"
         out.print(f"{args.spec}: ok (a sweep: {n})", soft_wrap=True)
         return 0
@@ -148,7 +149,7 @@ def _short(line: str, width: int = 44) -> str:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    sw = sweep.load(Path(args.spec))
+    sw = sweep_spec.load(Path(args.spec))
     if args.executor == "dask" and not args.scheduler:
         raise executors.ExecutorError("--executor dask needs --scheduler ADDR (e.g. tcp://10.0.0.1:8786)")
     if args.scheduler and args.executor != "dask":

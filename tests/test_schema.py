@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 
 from controller import spec
-from controller.experiment import sweep
 from controller.spec import schema, tomllib
+from controller.spec import sweep as sweep_spec
 from tests import test_network, test_spec
 from tests.conftest import CCLAB, REPO
 
@@ -70,7 +70,7 @@ def test_every_shipped_spec_validates(path: Path) -> None:
     raw = tomllib.loads(path.read_text())
     assert not _errors(raw), _errors(raw)
     if "sweep" in raw:
-        sweep.load(path)  # the parser agrees: a sweep, every point valid
+        sweep_spec.load(path)  # the parser agrees: a sweep, every point valid
     else:
         spec.load(path)
 
@@ -249,7 +249,7 @@ def test_schema_and_parser_allow_the_same_keys() -> None:
     graph = test_network.GRAPH.replace('a = "a1"\nb = "sw1"', 'a = "a1"\nb = "sw1"\nzz_typo = 1')
     link_item = props["topology"]["properties"]["links"]["items"]
     assert _allowed_by_parser(tomllib.loads(graph)) == set(link_item["properties"])
-    assert schema.RANGES["sweep.repetitions"].hi == sweep.MAX_REPETITIONS
+    assert schema.RANGES["sweep.repetitions"].hi == sweep_spec.MAX_REPETITIONS
 
 
 def test_choices_come_from_the_parsers_vocabularies() -> None:

@@ -32,6 +32,7 @@ from controller import system
 from controller.dataplane import FlowKey
 from controller.fabric import ovs as ovs_mod
 from controller.network import Graph
+from controller.network.mininet import load_topology_module
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +137,6 @@ def plan(graph: Graph, ports: dict[tuple[str, str], int], flows: list[CountedFlo
 
 def _next_node(graph: Graph, link: Any, frm: str) -> str:
     """The Mininet node after `frm` on a graph link: its delay node, or the node at its other end."""
-    from controller.experiment.topology import load_topology_module
-
     nodes = load_topology_module().chain(graph, link, False, True)
     return str(nodes[1] if frm == link.a else nodes[-2])
 

@@ -30,9 +30,9 @@ import numpy as np
 from scipy import stats
 
 from controller import system
-from controller.experiment.sweep import MANIFEST, SweepError
 from controller.results import rundir
 from controller.results.plots import _by_flow, _read, _save, plt
+from controller.spec.sweep import MANIFEST, SweepError
 
 log = logging.getLogger(__name__)
 

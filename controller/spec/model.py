@@ -73,6 +73,11 @@ class SpecError(ValueError):
     """A spec that cannot run; the message is one line naming field and value."""
 
 
+def fail(field_name: str, value: object, allowed: str) -> SpecError:
+    """The one-line refusal of a field: its name, the value given and what is allowed."""
+    return SpecError(f"spec error: {field_name} = {value!r}: {allowed}")
+
+
 @dataclass(frozen=True)
 class Topology:
     """Which network to build: a preset's parameters, and the graph it expands into."""

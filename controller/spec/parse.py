@@ -17,8 +17,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
-from controller.dataplane.delay import ELEMENTS as DELAY_ELEMENTS
 from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, ScheduleStep, presets
+from controller.network.elements import DELAY_ELEMENTS
 from controller.spec import algos
 from controller.spec.model import (
     CCLAB_ALGOS,
@@ -43,12 +43,9 @@ from controller.spec.model import (
     SpecError,
     Topology,
 )
+from controller.spec.model import fail as _fail
 
 # --- validation helpers -----------------------------------------------------
-
-
-def _fail(field_name: str, value: object, allowed: str) -> SpecError:
-    return SpecError(f"spec error: {field_name} = {value!r}: {allowed}")
 
 
 def _check_keys(table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
@@ -496,7 +493,7 @@ def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]
     return out
 
 
-#: the keys of a spec's top level ([sweep] is controller.experiment.sweep's)
+#: the keys of a spec's top level ([sweep] is controller.spec.sweep's)
 TOP_KEYS = (
     "name",
     "duration_s",
@@ -536,7 +533,7 @@ def _algorithms(raw: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     """Validate a parsed TOML document into a Spec, or raise SpecError."""
-    if "sweep" in raw:  # controller.experiment.sweep strips the table before it parses each point
+    if "sweep" in raw:  # controller.spec.sweep strips the table before it parses each point
         raise _fail("sweep", "[sweep]", "this spec is a sweep: run it with `cclab sweep`, or run one of its points")
     _check_keys(raw, "", TOP_KEYS)
     name = raw.get("name", path.stem if path else "run")

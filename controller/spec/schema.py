@@ -25,11 +25,11 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from controller.dataplane.delay import ELEMENTS as DELAY_ELEMENTS
-from controller.experiment.sweep import MAX_REPETITIONS
 from controller.network import GilbertElliott, Graph, Link, LinkSpec, ScheduleStep
+from controller.network.elements import DELAY_ELEMENTS
 from controller.spec import algos, model
 from controller.spec.parse import FLOW_KEYS, TOP_KEYS
+from controller.spec.sweep import MAX_REPETITIONS
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 #: a link's id: l + up to 7 letters, digits or _ (model.LINK_ID)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.network import Graph, LinkSpec
+from controller.spec import algos
 
 DATAPLANES = ("kernel", "bmv2", "tofino")
 TOPOLOGIES = ("dumbbell", "parking_lot", "multipath", "graph")
@@ -23,8 +24,8 @@ SWITCHES = ("linux", "ovs")
 FLOW_KINDS = ("tcp", "udp_onoff", "mptcp")
 ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
 
-#: Our algorithms (hosts/cc/); names never collide with in-tree ones.
-CCLAB_ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
+#: Our algorithms (hosts/cc/, registered in hosts/cc/algos.toml); names never collide with in-tree ones.
+CCLAB_ALGOS = algos.names()
 #: Algorithms the Linux kernel ships (built in or as modules).
 KERNEL_ALGOS = (
     "reno",

@@ -26,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from controller.spec.fields import FIELDS
 from controller.spec.model import SpecError
 from controller.spec.model import fail as _fail
-from controller.spec.parse import parse, read_raw
+from controller.spec.parse import parse, read_raw, whole
 
 #: keys of [sweep] that are settings, not paths
 RESERVED = ("repetitions",)
 #: fields a grid may not sweep: the seed comes from repetitions, the name from the point
 UNSWEEPABLE = ("seed", "name", "sweep")
-MAX_REPETITIONS = 1000
 MAX_RUNS = 100_000
 MANIFEST = "sweep.json"
 
@@ -147,9 +147,8 @@ def derive_seeds(base_seed: int, n: int) -> tuple[int, ...]:
 
 
 def _grid(table: dict[str, Any]) -> tuple[tuple[tuple[str, tuple[Any, ...]], ...], int]:
-    reps = table.get("repetitions", 1)
-    if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= MAX_REPETITIONS:
-        raise _fail("sweep.repetitions", reps, f"must be a whole number from 1 to {MAX_REPETITIONS}")
+    reps = whole(table, "repetitions", "sweep", FIELDS["sweep.repetitions"])
+    assert reps is not None
     grid: list[tuple[str, tuple[Any, ...]]] = []
     for path, values in _flatten({k: v for k, v in table.items() if k not in RESERVED}):
         name = f'sweep."{path}"'

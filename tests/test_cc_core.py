@@ -2,8 +2,8 @@
 
 The userspace harness (hosts/cc/test/harness.c) compiles the same headers the
 kernel module and the BPF programs include and prints ``key=value`` lines;
-each test compares them with values worked by hand from the papers in
-../shared/papers/ (file and section named in every test).
+each test compares them with values worked by hand from the papers (docs/papers.md;
+paper and section named in every test).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_every_registered_algorithm_has_its_core_and_shells(algo: str) -> None:
     assert shells <= set(CCLAB_ALGOS), f"eBPF programs of no registered algorithm: {sorted(shells - set(CCLAB_ALGOS))}"
 
 
-# --- TCPW: Tustin filter (mptcpw-coupled-multipath.txt §III) --------------
+# --- TCPW: Tustin filter (MPTCPW paper §III) --------------------------------
 
 
 def test_tustin_step_response(harness: Path) -> None:
@@ -77,7 +77,7 @@ def test_tustin_step_response(harness: Path) -> None:
     assert r["step_300"] / b > 0.99, f"after 6 tau: {r['step_300']} of {b} B/s"
 
 
-# --- AckedCount (tcpw-abse-experiments.txt §2.2) --------------------------
+# --- AckedCount (TCPW-ABSE paper §2.2) --------------------------------------
 
 
 def test_ackedcount_dupacks_then_cumulative(harness: Path) -> None:
@@ -128,7 +128,7 @@ def test_ackedcount_old_ack_counts_as_dupack(harness: Path) -> None:
 
 @pytest.mark.parametrize("algo", CCLAB_ALGOS)
 def test_ssthresh_is_bwe_times_rttmin(harness: Path, algo: str) -> None:
-    """tcpw-faster-recovery-slides slide 6, logwestwood-plus eq. (5),
+    """TCPW faster-recovery slides, slide 6, LogWestwood+ paper eq. (5),
     abse §2, mptcpw §IV, btbe eq. (2) (W_Bottleneck, from eBW).
 
     A 1e6 B/s path with RTT 100 ms and 1000-byte segments: the estimate must
@@ -160,7 +160,7 @@ def test_logwestwood_records_wmax_at_loss(harness: Path) -> None:
     assert r["logwestwood_wmax"] == r["cwnd"], f"Wmax after a loss at cwnd {r['cwnd']} is {r['logwestwood_wmax']}"
 
 
-# --- LogWestwood+ eq. (7) and alpha (logwestwood-plus.txt §II) ------------
+# --- LogWestwood+ eq. (7) and alpha (LogWestwood+ paper §II) ----------------
 
 
 @pytest.mark.parametrize(
@@ -227,7 +227,7 @@ def test_logwestwood_alpha_adaptation(harness: Path) -> None:
     assert (r["wmax_1"], r["wmax_2"]) == (100, 80), f"Wmax {r['wmax_1']}, {r['wmax_2']}"
 
 
-# --- BTBE (btbe-bottleneck-target-estimates.txt §III) ---------------------
+# --- BTBE (BTBE paper §III) -------------------------------------------------
 
 
 def _alpha_btbe(w: float, wb: float, wt: float, lam: float) -> float:
@@ -296,7 +296,7 @@ def test_btbe_estimator_and_decrease(harness: Path) -> None:
     assert 14 <= inc <= 16, f"one window of ACKs at alpha 16 added {inc} packets"
 
 
-# --- MPTCPW eq. (8) (mptcpw-coupled-multipath.txt §IV) --------------------
+# --- MPTCPW eq. (8) (MPTCPW paper §IV) --------------------------------------
 
 
 def _delta(ws: list[int], rtts: list[int]) -> list[float]:
@@ -353,7 +353,7 @@ def test_mptcpw_delta_during_a_peers_recovery(harness: Path) -> None:
     assert abs(live - stale) > 0.1 * live, f"the case cannot tell the two apart: {live:.5f} vs {stale:.5f}"
 
 
-# --- TCPW-ABSE T_k (tcpw-abse-experiments.txt §2.1) -----------------------
+# --- TCPW-ABSE T_k (TCPW-ABSE paper §2.1) -----------------------------------
 
 
 def test_abse_adaptive_interval(harness: Path) -> None:
@@ -399,7 +399,7 @@ def test_abse_estimate_across_rates(harness: Path, rate_Bps: int) -> None:
         assert abs(r[key] - rate_Bps) <= 0.05 * rate_Bps, f"{key} {r[key]} B/s, rate {rate_Bps} B/s"
 
 
-# --- The LogWestwood+ climb (logwestwood-plus.txt §III) -------------------
+# --- The LogWestwood+ climb (LogWestwood+ paper §III) -----------------------
 
 PAPER_CLIMB_S = {"reno": 60.0, "tcpwplus": 12.0, "logwestwood": 1.6}
 

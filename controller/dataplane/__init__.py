@@ -1,4 +1,4 @@
-"""Data-plane drivers: one per target, one contract (DESIGN.md).
+"""Data-plane drivers: one per target, one contract (docs/conformance.md).
 
 A driver programs the bottleneck (rate, drop-tail queue, delay, random loss),
 changes those while running, and reads per-flow counters keyed by 5-tuple.

@@ -149,7 +149,7 @@ class Bmv2Bottleneck:
         node's (controller/dataplane/delay.py): `use_delay` must be False."""
         if use_delay:
             raise Bmv2Error("bmv2 data plane: delay is set on the link's delay node, not on the switch")
-        del seed  # BMv2's random() draws from the switch's own generator: see README (P4 targets)
+        del seed  # BMv2's random() draws from the switch's own generator: see p4/README.md
         try:
             c = self.client
             updates = []

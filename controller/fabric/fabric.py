@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 APP = Path(__file__).with_name("app.py")
 READY_TIMEOUT_S = 30.0
 #: the OVS userspace datapath's ceiling here, Mbit/s of TCP summed over every emulated direction
-#: (measured: README, "OVS switches"); a spec asking for more is refused before anything is built
+#: (measured: docs/benchmarks.md, bench ovs); a spec asking for more is refused before anything is built
 NETDEV_MAX_MBPS = 400.0
 #: seconds the edge counters must stay unchanged to be final, and how long to wait for that at most
 EDGE_SETTLE_S = 1.2

@@ -1,4 +1,4 @@
-"""summary.json: the results contract (DESIGN.md), with the fidelity self-check.
+"""summary.json: the results contract (docs/measurement.md), with the fidelity self-check.
 
 Throughput is the in-network view: wire bytes a flow got through the last
 emulated link of its path, over the time they took to cross it (``active_s``;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * cclab kernel bottleneck: the Linux tc target of the data-plane contract
- * (DESIGN.md, "The data-plane contract").
+ * (docs/conformance.md).
  *
  * The bottleneck link runs from device A (the rate limiter's egress) to its
  * veth peer B.  Rate and the drop-tail queue are tc qdiscs on A (HTB or TBF

@@ -1,7 +1,7 @@
 /* -*- P4_16 -*- */
 /*
  * cclab bottleneck for BMv2 (simple_switch_grpc, v1model): the data-plane
- * contract of DESIGN.md on one switch port, the "bottleneck port".
+ * contract (docs/conformance.md) on one switch port, the "bottleneck port".
  *
  *   ingress:  ipv4_forward (dst prefix -> port, and whether that port is the
  *             bottleneck), flow_stats (exact 5-tuple -> counter index the

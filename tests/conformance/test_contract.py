@@ -1,4 +1,4 @@
-"""The data-plane contract (DESIGN.md), one test per clause, run unchanged against every target.
+"""The data-plane contract (docs/conformance.md), one test per clause, run unchanged against every target.
 
 Each test sends frames built with Scapy from h1 across the emulated link to r1
 and checks three views against each other: what was sent, what the target's
@@ -7,7 +7,7 @@ that deviates from a clause fails that clause's test; a deviation known and
 not fixed yet is marked xfail(strict=True) with the exact deviation, on that
 target only, so it is reported on every run and flips to a failure once fixed.
 
-The clauses, made precise here (README: Conformance suite):
+The clauses, made precise here (docs/conformance.md):
 
 - Counters are keyed by the exact IPv4 5-tuple (TCP and UDP, IP options or
   not): per flow, packets and wire bytes offered, forwarded, dropped at

@@ -11,7 +11,7 @@
   an 80 ms base RTT;
 - one segment dropped from a 20 Mbit/s, 10.1 ms flow: the in-tree westwood's
   ssthresh in the recovery is cwnd/2, tcpwplus's BWE * RTTmin / MSS;
-- LogWestwood+ climbs back to Wmax on the path of logwestwood-plus §III.
+- LogWestwood+ climbs back to Wmax on the path of the LogWestwood+ paper §III.
 
 Run by tests/test_vm.py (make vm-test) as ``python3 -m pytest vm/guest_tests``.
 """
@@ -268,12 +268,12 @@ def test_netem_dumbbell_run_measures_80ms_rtt(report: dict[str, Any]) -> None:
 #: apart, more than one RTT here: the estimate at the loss lies between them or near)
 SSTHRESH_RATIO = (0.85, 1.15)
 #: losses in slow start are left out: there the rate doubles per RTT and the filtered
-#: estimate lags it by design (logwestwood-plus §II), so the rule is checked after it
+#: estimate lags it by design (LogWestwood+ paper §II), so the rule is checked after it
 AFTER_SLOW_START_S = 3.0
 
 
 def _check_ssthresh_follows_bwe(run_dir: Path, report: dict[str, Any]) -> None:
-    """tcpwplus (loaded as a module here) at each loss: ssthresh = BWE * RTTmin / MSS (logwestwood-plus §II eq. 5).
+    """tcpwplus (loaded as a module here) at each loss: ssthresh = BWE * RTTmin / MSS (LogWestwood+ paper §II eq. 5).
 
     With an 80 ms RTT the rule gives tens of packets, unlike on a host without
     netem where RTTmin is microseconds and ssthresh sits at its floor of 2. The
@@ -414,7 +414,7 @@ def test_recovery_ssthresh_westwood_halves_tcpwplus_uses_bwe(
     algo: str, veth_pair: tuple[str, str], report: dict[str, Any]
 ) -> None:
     """One segment dropped at 20 Mbit/s, 10.1 ms RTT: during the recovery that follows, the in-tree westwood's
-    ssthresh is cwnd/2 (tcp_reno_ssthresh at detection) and tcpwplus's is BWE * RTTmin / MSS (logwestwood-plus
+    ssthresh is cwnd/2 (tcp_reno_ssthresh at detection) and tcpwplus's is BWE * RTTmin / MSS (LogWestwood+ paper
     §II eq. (5) at detection).  westwood also reports its RTTmin in whole jiffies."""
     unload = _load_algo(algo)
     try:
@@ -463,7 +463,7 @@ def test_recovery_ssthresh_westwood_halves_tcpwplus_uses_bwe(
         )
 
 
-#: logwestwood-plus §III: 100 Mbit/s, 82 ms (a 683-packet pipe), a 50-packet drop-tail queue; from the loss back to
+#: LogWestwood+ paper §III: 100 Mbit/s, 82 ms (a 683-packet pipe), a 50-packet drop-tail queue; from the loss back to
 #: the window at the loss the paper's Fig. 3 (ns-2, alpha = 4) shows 1.6 s.  Under software emulation (TCG) the
 #: VM forwards about 50 Mbit/s on this path, so the windows saturate near 350 packets, not 733.
 CLIMB_RATE_MBPS = 100

@@ -3,7 +3,7 @@
  * ackcount.h - the AckedCount procedure of TCP Westwood: how much data an
  * ACK reports delivered, with duplicate, delayed and cumulative ACKs.
  *
- * Spec: papers/tcpw-abse-experiments.txt §2.2 (procedure AckedCount).
+ * Spec: TCPW-ABSE paper §2.2 (procedure AckedCount).
  * A DUPACK counts as one segment and is remembered in accounted_for; a later
  * cumulative ACK covering more than one segment only counts what the DUPACKs
  * did not already report.  A delayed ACK (two segments, nothing accounted

@@ -3,7 +3,7 @@
  * btbe.h - congestion avoidance from bottleneck and target bandwidth
  * estimates (BTBE), portable core.
  *
- * Spec: papers/btbe-bottleneck-target-estimates.txt §III.
+ * Spec: BTBE paper §III.
  *
  * Estimator (§III-A): W_Bottleneck, eQ and W_Target once per RTT (round):
  *   W_Bottleneck = eBW * baseRTT / Seg_size

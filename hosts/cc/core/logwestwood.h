@@ -2,7 +2,7 @@
 /*
  * logwestwood.h - LogWestwood+: Westwood+ with a logarithmic increase.
  *
- * Spec: papers/logwestwood-plus.txt §II eq. (5)-(7), §III.
+ * Spec: LogWestwood+ paper §II eq. (5)-(7), §III.
  * Estimate and decrease are Westwood+ (tcpwplus.h, eq. (5)).  In congestion
  * avoidance (eq. (7)):
  *

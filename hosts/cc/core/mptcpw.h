@@ -2,7 +2,7 @@
 /*
  * mptcpw.h - coupled multipath TCP Westwood (MPTCPW), portable core.
  *
- * Spec: papers/mptcpw-coupled-multipath.txt §IV.
+ * Spec: MPTCPW paper §IV.
  * Per subflow s, per ACK:        w_s <- w_s + min(delta_s / w_s, 1 / w_s)
  * on 3 DUPACKs (and RTO):        w_s <- B_s * RTTmin_s      (B_s: TCPW, §III)
  * with eq. (8), gamma = 1:

@@ -2,8 +2,8 @@
 /*
  * tcpw.h - TCP Westwood with faster recovery (TCPW), portable core.
  *
- * Spec: papers/mptcpw-coupled-multipath.txt §III and
- *       papers/tcpw-faster-recovery-slides.txt (slide 6).
+ * Spec: MPTCPW paper §III and
+ *       TCPW faster-recovery slides (slide 6).
  *
  * Bandwidth estimate from the ACK stream, b_k = d_k / (t_k - t_{k-1}),
  * smoothed by the Tustin (bilinear) discretisation of a first-order

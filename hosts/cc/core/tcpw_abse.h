@@ -2,7 +2,7 @@
 /*
  * tcpw_abse.h - TCP Westwood with Adaptive Bandwidth Share Estimation.
  *
- * Spec: papers/tcpw-abse-experiments.txt §2.
+ * Spec: TCPW-ABSE paper §2.
  *   (1)  s^_k = a_k s^_{k-1} + (1 - a_k) s_k,  a_k = (2tau_k - dt_k)/(2tau_k + dt_k)
  *   (2)  s_k  = sum of d_j over t_j > t_k - T_k, divided by T_k
  *   (3)  Th^_k = eps Th^_{k-1} + (1 - eps) Th_k, eps = 0.6,

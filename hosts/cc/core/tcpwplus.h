@@ -2,7 +2,7 @@
 /*
  * tcpwplus.h - TCP Westwood+, portable core.
  *
- * Spec: papers/logwestwood-plus.txt §II eq. (5):
+ * Spec: LogWestwood+ paper §II eq. (5):
  *   on loss  W <- max(2, BWE * RTTmin / seg_size)
  * with BWE sampled once per RTT (bytes acknowledged during the RTT divided
  * by the RTT, which ACK compression cannot inflate) and EWMA-filtered.

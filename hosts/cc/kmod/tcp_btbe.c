@@ -5,7 +5,7 @@
  *
  * T.-A. Le, C. S. Hong, "A Bottleneck and Target Bandwidth Estimates-Based
  * Congestion Control Algorithm for High BDP Networks"
- * (papers/btbe-bottleneck-target-estimates.txt §III).  The algorithm and
+ * (BTBE paper §III).  The algorithm and
  * the note on the paper's lambda live in ../core/btbe.h.
  *
  *   W_B ............ W_S ................. W_T

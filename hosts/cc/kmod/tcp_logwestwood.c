@@ -3,7 +3,7 @@
  * LogWestwood+, tcp_congestion_ops module.
  *
  * D. Kliazovich, F. Granelli, D. Miorandi, "TCP Westwood+ Enhancement in
- * High-Speed Long-Distance Networks" (papers/logwestwood-plus.txt §II-III).
+ * High-Speed Long-Distance Networks" (LogWestwood+ paper §II-III).
  * The algorithm lives in ../core/logwestwood.h.
  *
  * eq. (7) runs once per acknowledged packet (cong_avoid's acked, 2 for a

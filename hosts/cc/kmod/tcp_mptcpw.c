@@ -4,7 +4,7 @@
  *
  * T. A. Le, C. S. Hong, E.-N. Huh, "Coordinated TCP Westwood Congestion
  * Control for Multiple Paths over Wireless Networks"
- * (papers/mptcpw-coupled-multipath.txt §IV).  The algorithm, eq. (8) with
+ * (MPTCPW paper §IV).  The algorithm, eq. (8) with
  * gamma = 1, lives in ../core/mptcpw.h.
  *
  * WARNING: differs from the BPF shell: UNCOUPLED.  The MPTCP token of a

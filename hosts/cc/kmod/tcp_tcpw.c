@@ -3,8 +3,8 @@
  * TCP Westwood with faster recovery (TCPW), tcp_congestion_ops module.
  *
  * C. Casetti, M. Gerla, S. Lee, S. Mascolo, M. Sanadidi, "TCP with Faster
- * Recovery" (papers/tcpw-faster-recovery-slides.txt) and the Tustin filter
- * of papers/mptcpw-coupled-multipath.txt §III.  The algorithm lives in
+ * Recovery" (TCPW faster-recovery slides) and the Tustin filter
+ * of the MPTCPW paper §III.  The algorithm lives in
  * ../core/tcpw.h; this file translates struct sock in and out.
  *
  *   every ACK      -> AckedCount -> Tustin-filtered BWE

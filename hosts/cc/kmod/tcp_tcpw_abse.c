@@ -3,7 +3,7 @@
  * TCP Westwood ABSE (adaptive bandwidth share estimation),
  * tcp_congestion_ops module.
  *
- * Paper: papers/tcpw-abse-experiments.txt §2 (eqs. (1)-(6), AckedCount).
+ * Paper: TCPW-ABSE paper §2 (eqs. (1)-(6), AckedCount).
  * The algorithm lives in ../core/tcpw_abse.h; its state fills
  * ICSK_CA_PRIV_SIZE exactly, so the cwnd at the loss is taken from
  * tp->prior_cwnd, which the stack records when recovery starts.

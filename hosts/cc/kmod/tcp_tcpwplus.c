@@ -6,7 +6,7 @@
  * in-tree one halves then and sets BWE * RTTmin at recovery's end) and
  * measures RTT in microseconds, not jiffies (core/tcpwplus.h).
  *
- * Paper: papers/logwestwood-plus.txt §II eq. (5); L. A. Grieco, S. Mascolo,
+ * Paper: LogWestwood+ paper §II eq. (5); L. A. Grieco, S. Mascolo,
  * "Performance evaluation and comparison of Westwood+, New Reno, and Vegas
  * TCP congestion control".  The algorithm lives in ../core/tcpwplus.h.
  *

@@ -149,7 +149,7 @@ static int cmd_ssthresh(void)
 	return 0;
 }
 
-/* eq. (7) steps and the alpha adaptation of logwestwood-plus §II. */
+/* eq. (7) steps and the alpha adaptation of the LogWestwood+ paper §II. */
 static int cmd_logww(void)
 {
 	static const u32 cases[][3] = {	/* W, Wmax, alpha (integer) */
@@ -408,7 +408,7 @@ static int cmd_abse_trace(u32 rate_Bps, u32 mss, u32 per_ack, u32 rtt_us,
 }
 
 /*
- * The LogWestwood+ scenario (logwestwood-plus §III): 100 Mbit/s bottleneck,
+ * The LogWestwood+ scenario (LogWestwood+ paper §III): 100 Mbit/s bottleneck,
  * 1500-byte packets, base RTT 82 ms -> a 683-packet pipe, 50-packet
  * drop-tail queue, capacity 733.  Round-based packet model: a round sends W
  * packets and lasts max(RTTmin, W/C); its ACKs (one per b packets, as a

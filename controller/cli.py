@@ -24,6 +24,8 @@ from controller.dataplane import DataPlaneError
 from controller.experiment import executors, preflight, runner, sweep
 from controller.measure.live import final_table, render
 from controller.measure.monitor import LiveState
+from controller.network import units
+from controller.spec import sweep as sweep_spec
 from controller.vm.share import require_inside
 from hosts.traffic import TrafficError
 
@@ -35,7 +37,7 @@ EXPECTED = (
     TrafficError,
     system.SystemError_,
     vm.VmError,
-    sweep.SweepError,
+    sweep_spec.SweepError,
     executors.ExecutorError,
 )
 
@@ -99,7 +101,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     b = summ["bottleneck"]
     ach, loss, jain = b["achieved_bps"], b["measured_loss"], summ["jain"]
     out.print(  # two lines, each within 80 columns
-        f"bottleneck: {'-' if ach is None else f'{ach / 1e6:.2f}'} of {b['rate_bps'] / 1e6:g} Mbit/s; "
+        f"bottleneck: {'-' if ach is None else f'{units.mbps(ach):.2f}'} of {units.mbps(b['rate_bps']):g} Mbit/s; "
         f"random loss {'-' if loss is None else f'{loss:.3g}'} (spec {b['per']:g})\n"
         f"Jain's index {'-' if jain is None else f'{jain:.4f}'} over {summ['jain_n']} flows"
     )
@@ -107,7 +109,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for lk in summ["links"]:
             ach, j = lk["achieved_bps"], lk["jain"]
             out.print(
-                f"  {lk['id']}: {'-' if ach is None else f'{ach / 1e6:.2f}'} of {lk['rate_bps'] / 1e6:g} Mbit/s; "
+                f"  {lk['id']}: {'-' if ach is None else f'{units.mbps(ach):.2f}'} "
+                f"of {units.mbps(lk['rate_bps']):g} Mbit/s; "
                 f"drops {lk['random_drops']} random, {lk['queue_drops']} queue; "
                 f"Jain {'-' if j is None else f'{j:.4f}'} over {', '.join(lk['jain_flows'])}"
             )
@@ -125,7 +128,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     if "sweep" in spec.read_raw(Path(args.spec)):
-        sw = sweep.load(Path(args.spec))
+        sw = sweep_spec.load(Path(args.spec))
         n = f"{sw.n_grid} points x {sw.repetitions} repetitions = {len(sw.points)} runs"
         out.print(f"{args.spec}: ok (a sweep: {n})", soft_wrap=True)
         return 0
@@ -148,7 +151,7 @@ def _short(line: str, width: int = 44) -> str:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    sw = sweep.load(Path(args.spec))
+    sw = sweep_spec.load(Path(args.spec))
     if args.executor == "dask" and not args.scheduler:
         raise executors.ExecutorError("--executor dask needs --scheduler ADDR (e.g. tcp://10.0.0.1:8786)")
     if args.scheduler and args.executor != "dask":
@@ -188,7 +191,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             summ = json.loads((run_dir / "summary.json").read_text())
             ach = summ["bottleneck"]["achieved_bps"]
             fid = "ok" if summ["fidelity"]["ok"] else "NOT ok"
-            line = f"{res.key}: {'-' if ach is None else f'{ach / 1e6:.2f}'} Mbit/s, fidelity {fid}"
+            line = f"{res.key}: {'-' if ach is None else f'{units.mbps(ach):.2f}'} Mbit/s, fidelity {fid}"
         # the mean time of the runs this invocation made, times the runs left (skipped runs took no time)
         left_s = (time.monotonic() - t0) / prog.done * (prog.total - prog.skipped - prog.done)
         eta = f"{int(left_s // 3600)}:{int(left_s % 3600 // 60):02d}:{int(left_s % 60):02d}"
@@ -251,7 +254,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
 
     def mbps(x: float | None, fmt: str = ".0f") -> str:
-        return "-" if x is None else f"{x / 1e6:{fmt}} Mbit/s"
+        return "-" if x is None else f"{units.mbps(x):{fmt}} Mbit/s"
 
     for r in res.get("targets", [res]):
         out.print(f"{r['target']} ({r['shaper']}), medians of {r['repeats']} runs per rate:")
@@ -285,10 +288,10 @@ def _cmd_bench_ovs(args: argparse.Namespace) -> int:
         print(json.dumps(res))
         return 0
     for sw in ("linux", "ovs"):
-        runs = ", ".join(f"{r['goodput_bps'] / 1e6:.0f}" for r in res["runs"] if r["switches"] == sw)
+        runs = ", ".join(f"{units.mbps(r['goodput_bps']):.0f}" for r in res["runs"] if r["switches"] == sw)
         name = "Linux bridges" if sw == "linux" else f"OVS ({res['ovs_datapath']} datapath)"
         out.print(
-            f"  {name:28} {res[f'{sw}_ceiling_bps'] / 1e6:7.0f} Mbit/s  (runs {runs}; CPU busy "
+            f"  {name:28} {units.mbps(res[f'{sw}_ceiling_bps']):7.0f} Mbit/s  (runs {runs}; CPU busy "
             f"{res[f'{sw}_cpu_busy']:.0%})"
         )
     out.print(
@@ -329,7 +332,8 @@ def _cmd_bench_delay(args: argparse.Namespace) -> int:
     for p in res["points"]:
         owd, late = p["one_way_ms"], p["element_late_us"] or {}
         out.print(
-            f"  {p['rate_bps'] / 1e6:6.0f} Mbit/s -> {p['achieved_bps'] / 1e6:7.1f} (error {p['error']:.2%}); "
+            f"  {units.mbps(p['rate_bps']):6.0f} Mbit/s -> {units.mbps(p['achieved_bps']):7.1f} "
+            f"(error {p['error']:.2%}); "
             f"one-way p50/p90/max {owd['p50']:.3f}/{owd['p90']:.3f}/{owd['max']:.3f} ms "
             f"(spec {res['one_way_delay_ms']:g}); element late p50/p99 {late.get('p50')}/{late.get('p99')} us, "
             f"drops {p['element_drops']}"
@@ -337,7 +341,7 @@ def _cmd_bench_delay(args: argparse.Namespace) -> int:
     m = res["max_accurate_rate_bps"]
     out.print(
         f"{res['delay_element']}: highest rate with the one-way delay within {res['one_way_error_max_ms']:g} ms "
-        f"of {res['one_way_delay_ms']:g} ms: {'-' if m is None else f'{m / 1e6:g} Mbit/s'}"
+        f"of {res['one_way_delay_ms']:g} ms: {'-' if m is None else f'{units.mbps(m):g} Mbit/s'}"
     )
     return 0
 

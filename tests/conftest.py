@@ -209,7 +209,7 @@ def kernel_dumbbell(
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller.experiment.topology import load_topology_module
+    from controller.network.mininet import load_topology_module
 
     setLogLevel("error")
     mod = load_topology_module()
@@ -241,7 +241,8 @@ def bmv2_dumbbell(
     from mininet.net import Mininet
 
     from controller import network
-    from controller.experiment import build, topology
+    from controller.experiment import build
+    from controller.network import mininet as topology
 
     assert not pids("simple_switch_grpc"), "a simple_switch_grpc is already running"
     proc = compile_p4(out)

@@ -27,7 +27,7 @@ from controller.spec import algos
 
 CC_DIR = Path(__file__).resolve().parent.parent / "hosts" / "cc"
 BPF_DIR = CC_DIR / "build" / "bpf"
-ALGOS = ["tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw"]
+ALGOS = algos.names()
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 BPFTOOL = shutil.which("bpftool") or "/usr/sbin/bpftool"
 NS_A, NS_B = f"cct-{os.getpid()}-a", f"cct-{os.getpid()}-b"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from controller.spec import CCLAB_ALGOS
+
 CC_DIR = Path(__file__).resolve().parent.parent / "hosts" / "cc"
 HARNESS = CC_DIR / "build" / "harness"
 
@@ -37,6 +39,16 @@ def run(harness: Path, *args: str) -> dict[str, int]:
         if value.isdigit():
             out[key] = int(value)
     return out
+
+
+@pytest.mark.parametrize("algo", CCLAB_ALGOS)
+def test_every_registered_algorithm_has_its_core_and_shells(algo: str) -> None:
+    """hosts/cc/algos.toml is the list: each algorithm in it has its core, its eBPF program and its module."""
+    wanted = [CC_DIR / "core" / f"{algo}.h", CC_DIR / "bpf" / f"{algo}.bpf.c", CC_DIR / "kmod" / f"tcp_{algo}.c"]
+    missing = [str(f.relative_to(CC_DIR)) for f in wanted if not f.is_file()]
+    assert not missing, f"{algo} is in hosts/cc/algos.toml but has no {', '.join(missing)}"
+    shells = {f.name.removesuffix(".bpf.c") for f in (CC_DIR / "bpf").glob("*.bpf.c")}
+    assert shells <= set(CCLAB_ALGOS), f"eBPF programs of no registered algorithm: {sorted(shells - set(CCLAB_ALGOS))}"
 
 
 # --- TCPW: Tustin filter (MPTCPW paper §III) --------------------------------
@@ -114,7 +126,7 @@ def test_ackedcount_old_ack_counts_as_dupack(harness: Path) -> None:
 # --- Loss response: ssthresh = BWE * RTTmin / MSS -------------------------
 
 
-@pytest.mark.parametrize("algo", ["tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "mptcpw", "btbe"])
+@pytest.mark.parametrize("algo", CCLAB_ALGOS)
 def test_ssthresh_is_bwe_times_rttmin(harness: Path, algo: str) -> None:
     """TCPW faster-recovery slides, slide 6, LogWestwood+ paper eq. (5),
     abse §2, mptcpw §IV, btbe eq. (2) (W_Bottleneck, from eBW).

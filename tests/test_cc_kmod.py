@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from controller.spec import CCLAB_ALGOS
 from tests.conftest import REPO
 
-ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
+ALGOS = CCLAB_ALGOS
 HEADERS = sorted(glob.glob("/usr/src/linux-headers-*-amd64") + glob.glob("/lib/modules/*/build"))
 
 

@@ -110,7 +110,7 @@ def bed() -> Iterator[Bed]:
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller.experiment.topology import load_topology_module
+    from controller.network.mininet import load_topology_module
 
     assert not _leftovers(), f"host not clean before the test: {_leftovers()}"
     setLogLevel("error")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from controller import spec
-from controller.experiment import sweep
 from controller.results import report
+from controller.spec import sweep
 from tests.conftest import REPO
 
 EXPERIMENTS = REPO / "experiments"

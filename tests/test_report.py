@@ -13,6 +13,7 @@ import pytest
 
 from controller.experiment import sweep
 from controller.results import report, rundir
+from controller.spec import sweep as sweep_spec
 from tests.conftest import CCLAB, REPO
 
 # Student's t quantiles t(0.975, df) from statistical tables, to check the library call against
@@ -60,7 +61,7 @@ def _sweep_dir(tmp_path: Path) -> tuple[Path, dict[tuple[int, int], float]]:
         "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}, {"algo": "tcpwplus", "src": "h2", "dst": "r2"}],
         "sweep": {"repetitions": 3, "bottleneck.per": [0, 1e-3]},
     }
-    sw = sweep.from_raw(raw)
+    sw = sweep_spec.from_raw(raw)
     d = tmp_path / "sw"
     sweep.prepare(sw, d)
     reno = {}
@@ -148,7 +149,7 @@ def test_jain_against_flow_count_when_a_swept_array_sets_the_flows(tmp_path: Pat
         "flows": one,
         "sweep": {"repetitions": 2, "flows": [one, four]},
     }
-    sw = sweep.from_raw(raw)
+    sw = sweep_spec.from_raw(raw)
     d = tmp_path / "sw"
     sweep.prepare(sw, d)
     for pt in sw.points:
@@ -180,7 +181,7 @@ def test_ratios_are_paired_by_repetition_and_the_paper_is_beside_them(tmp_path: 
         "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}],
         "sweep": {"repetitions": 3, "bottleneck.per": [0, 1e-3], "flows[0].algo": ["reno", "logwestwood"]},
     }
-    sw = sweep.from_raw(raw, spec_file)
+    sw = sweep_spec.from_raw(raw, spec_file)
     d = tmp_path / "sw"
     sweep.prepare(sw, d)
     tput = {}

@@ -1,5 +1,6 @@
 """`cclab schema`: a standard JSON Schema validator accepts every shipped spec and rejects the spec tests'
-bad specs; the schema and parse.py agree on every range's bounds and every table's keys."""
+bad specs; the schema and parse.py, both derived from controller.spec.fields, agree at every range's bounds
+and on every table's keys."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import jsonschema
 import pytest
 
 from controller import spec
-from controller.experiment import sweep
-from controller.spec import schema, tomllib
+from controller.spec import fields, schema, tomllib
+from controller.spec import sweep as sweep_spec
 from tests import test_network, test_spec
 from tests.conftest import CCLAB, REPO
 
@@ -70,7 +71,7 @@ def test_every_shipped_spec_validates(path: Path) -> None:
     raw = tomllib.loads(path.read_text())
     assert not _errors(raw), _errors(raw)
     if "sweep" in raw:
-        sweep.load(path)  # the parser agrees: a sweep, every point valid
+        sweep_spec.load(path)  # the parser agrees: a sweep, every point valid
     else:
         spec.load(path)
 
@@ -113,7 +114,7 @@ BASE: dict[str, Any] = tomllib.loads(test_spec.GOOD)
 
 
 def _place(key: str, value: Any) -> tuple[dict[str, Any], str]:
-    """A good spec with `value` at the field RANGES[key] describes; and the name parse.py gives that field."""
+    """A good spec with `value` at the field FIELDS[key] describes; and the name parse.py gives that field."""
     raw = copy.deepcopy(BASE)
     table, _, name = key.rpartition(".")
     if not table:
@@ -156,11 +157,14 @@ def _beyond(bound: float, up: bool, integer: bool) -> float:
     return bound + step if up else bound - step
 
 
-@pytest.mark.parametrize("key", sorted(k for k in schema.RANGES if not k.startswith("sweep.")))
+#: every number of a spec (a sweep's repetitions are checked by tests/test_sweep.py)
+NUMBERS = sorted(k for k, f in fields.FIELDS.items() if f.kind in ("number", "integer") and not k.startswith("sweep."))
+
+
+@pytest.mark.parametrize("key", NUMBERS)
 def test_schema_and_parser_agree_at_each_bound(key: str) -> None:
-    rng = schema.RANGES[key]
-    integer = isinstance(rng.lo, int) and isinstance(rng.hi, int) or key.endswith(("count", "pairs", "hops", "cross"))
-    integer = integer or key.endswith(("queue_pkts", "queue_bytes", "bytes", "seed"))
+    rng = fields.FIELDS[key]
+    integer = rng.kind == "integer"
     inside = [b for b in (rng.lo, rng.hi) if math.isfinite(b) and not (b == rng.lo and rng.lo_open)]
     outside = [_beyond(rng.hi, True, integer)] if math.isfinite(rng.hi) else []
     if math.isfinite(rng.lo):
@@ -249,7 +253,6 @@ def test_schema_and_parser_allow_the_same_keys() -> None:
     graph = test_network.GRAPH.replace('a = "a1"\nb = "sw1"', 'a = "a1"\nb = "sw1"\nzz_typo = 1')
     link_item = props["topology"]["properties"]["links"]["items"]
     assert _allowed_by_parser(tomllib.loads(graph)) == set(link_item["properties"])
-    assert schema.RANGES["sweep.repetitions"].hi == sweep.MAX_REPETITIONS
 
 
 def test_choices_come_from_the_parsers_vocabularies() -> None:

@@ -17,6 +17,7 @@ import pytest
 from controller import spec
 from controller.experiment import sweep
 from controller.spec import SpecError
+from controller.spec import sweep as sweep_spec
 from tests.conftest import CCLAB, REPO
 
 BASE: dict[str, Any] = {
@@ -46,7 +47,7 @@ def _toml(raw: dict[str, Any], path: Path) -> Path:
 
 
 def test_grid_is_the_product_with_overrides_and_derived_seeds() -> None:
-    sw = sweep.from_raw(_raw(repetitions=3, **{"bottleneck.per": [0, 1e-3], "flows[0].algo": ["reno", "cubic"]}))
+    sw = sweep_spec.from_raw(_raw(repetitions=3, **{"bottleneck.per": [0, 1e-3], "flows[0].algo": ["reno", "cubic"]}))
     assert (sw.n_grid, sw.repetitions, len(sw.points)) == (4, 3, 12)
     assert [pt.key for pt in sw.points[:4]] == ["p000-r0", "p000-r1", "p000-r2", "p001-r0"]
     values = [dict(pt.values) for pt in sw.points if pt.rep == 0]
@@ -63,8 +64,8 @@ def test_grid_is_the_product_with_overrides_and_derived_seeds() -> None:
     # repetition r has the same seed at every point; seeds differ between repetitions and are reproducible
     assert {pt.seed for pt in sw.points if pt.rep == 1} == {sw.seeds[1]}
     assert len(set(sw.seeds)) == 3
-    assert sweep.derive_seeds(7, 3) == sw.seeds
-    assert sweep.derive_seeds(8, 3) != sw.seeds
+    assert sweep_spec.derive_seeds(7, 3) == sw.seeds
+    assert sweep_spec.derive_seeds(8, 3) != sw.seeds
     assert all(0 <= s < 2**63 for s in sw.seeds)
     # the base document is left as it was
     assert sw.base == BASE
@@ -73,7 +74,7 @@ def test_grid_is_the_product_with_overrides_and_derived_seeds() -> None:
 def test_nested_sweep_tables_and_created_tables() -> None:
     raw = _raw(bottleneck={"rate_mbps": [5, 20]}, **{"topology.pairs": [1, 2]})
     del raw["topology"]
-    sw = sweep.from_raw(raw)
+    sw = sweep_spec.from_raw(raw)
     assert [p for p, _ in sw.grid] == ["bottleneck.rate_mbps", "topology.pairs"]
     assert spec.parse(sw.points[3].raw).topology.pairs == 2
     assert spec.parse(sw.points[3].raw).bottleneck.rate_mbps == 20
@@ -102,7 +103,7 @@ def test_nested_sweep_tables_and_created_tables() -> None:
 )
 def test_bad_sweeps_fail_in_one_line_naming_field_and_value(table: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError) as exc:
-        sweep.from_raw(_raw(**table))
+        sweep_spec.from_raw(_raw(**table))
     text = str(exc.value)
     assert message in text, text
     assert "\n" not in text
@@ -131,7 +132,7 @@ def _fake_run(sweep_dir: Path, key: str, stamp: str, complete: bool) -> Path:
 
 
 def test_resume_state_comes_from_the_run_directories(tmp_path: Path) -> None:
-    sw = sweep.from_raw(_raw(repetitions=2, **{"bottleneck.per": [0, 1e-3]}))
+    sw = sweep_spec.from_raw(_raw(repetitions=2, **{"bottleneck.per": [0, 1e-3]}))
     d = tmp_path / "sw"
     sweep.prepare(sw, d)
     assert sorted(p.name for p in (d / "points").iterdir()) == [f"{pt.key}.toml" for pt in sw.points]
@@ -162,23 +163,23 @@ def test_resume_state_comes_from_the_run_directories(tmp_path: Path) -> None:
     assert (by["p001-r1"]["status"], by["p001-r1"]["run_dir"]) == ("incomplete", None)
     assert m["seeds"] == list(sw.seeds) and m["grid"] == [{"path": "bottleneck.per", "values": [0, 1e-3]}]
     # another sweep may not take over the directory
-    other = sweep.from_raw(_raw(repetitions=2, **{"bottleneck.per": [0, 1e-2]}))
-    with pytest.raises(sweep.SweepError, match="holds another sweep"):
+    other = sweep_spec.from_raw(_raw(repetitions=2, **{"bottleneck.per": [0, 1e-2]}))
+    with pytest.raises(sweep_spec.SweepError, match="holds another sweep"):
         sweep.prepare(other, d)
-    fewer = sweep.from_raw(_raw(repetitions=1, **{"bottleneck.per": [0, 1e-3]}))
-    with pytest.raises(sweep.SweepError, match="holds another sweep"):
+    fewer = sweep_spec.from_raw(_raw(repetitions=1, **{"bottleneck.per": [0, 1e-3]}))
+    with pytest.raises(sweep_spec.SweepError, match="holds another sweep"):
         sweep.prepare(fewer, d)
 
 
 def test_more_repetitions_extend_a_sweep_keeping_its_runs(tmp_path: Path) -> None:
     """Repetition r's seed does not depend on how many there are, so a spec asking for more repetitions
     resumes the sweep and runs only the new ones."""
-    two = sweep.from_raw(_raw(repetitions=2, **{"bottleneck.per": [0, 1e-3]}))
+    two = sweep_spec.from_raw(_raw(repetitions=2, **{"bottleneck.per": [0, 1e-3]}))
     d = tmp_path / "sw"
     sweep.prepare(two, d)
     for pt in two.points:
         _fake_run(d, pt.key, "20260101T000000Z", True)
-    three = sweep.from_raw(_raw(repetitions=3, **{"bottleneck.per": [0, 1e-3]}))
+    three = sweep_spec.from_raw(_raw(repetitions=3, **{"bottleneck.per": [0, 1e-3]}))
     assert three.seeds[:2] == two.seeds
     sweep.prepare(three, d)
     assert [t.key for t in sweep.pending(three, d)] == ["p000-r2", "p001-r2"]
@@ -188,14 +189,14 @@ def test_more_repetitions_extend_a_sweep_keeping_its_runs(tmp_path: Path) -> Non
 
 
 def test_a_run_refused_before_it_starts_stops_the_sweep(tmp_path: Path) -> None:
-    sw = sweep.from_raw(_raw(**{"bottleneck.per": [0, 1e-3]}))
+    sw = sweep_spec.from_raw(_raw(**{"bottleneck.per": [0, 1e-3]}))
 
     def refusing(tasks: list[sweep.Task], started: Any, ended: Any) -> None:
         for t in tasks:
             started(t.key)
             ended(sweep.TaskResult(t.key, 2, "cclab: needs root"))
 
-    with pytest.raises(sweep.SweepError, match="^p000-r0: cclab: needs root$"):
+    with pytest.raises(sweep_spec.SweepError, match="^p000-r0: cclab: needs root$"):
         sweep.run(sw, tmp_path / "sw", refusing)
 
 

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from controller import vm
+from controller.spec import CCLAB_ALGOS
 from tests.conftest import CCLAB, REPO, lab_vm_missing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-CCLAB_ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
 BASELINES = ("westwood", "illinois", "highspeed")
 SPEC = REPO / "vm" / "guest_tests" / "netem-80ms.toml"
 OUT = REPO / "build" / "vm-test"
@@ -124,7 +124,7 @@ def test_intree_baselines_load(guest: tuple[vm.VmResult, dict[str, Any]]) -> Non
 
 
 def test_host_built_ebpf_relocates(guest: tuple[vm.VmResult, dict[str, Any]]) -> None:
-    """All six, mptcpw's coupled form too: it needs bpf_rdonly_cast (6.2+), which the image's 6.12 has."""
+    """All of them, mptcpw's coupled form too: it needs bpf_rdonly_cast (6.2+), which the image's 6.12 has."""
     ebpf = guest[1].get("ebpf", {})
     ok = [a for a, e in ebpf.items() if e == "registers"]
     assert set(CCLAB_ALGOS) <= set(ok), f"eBPF objects that did not register: {ebpf}"

@@ -13,7 +13,7 @@ from typing import Any
 from controller import system
 from controller.dataplane import sysctls
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
-from controller.experiment import topology
+from controller.network import mininet as topology
 from hosts import traffic
 
 #: the one-pair dumbbell's addresses (controller/network/graph.py)

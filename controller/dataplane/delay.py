@@ -21,12 +21,11 @@ from typing import Any
 
 from controller import system
 from controller.dataplane import DataPlaneError, delayline
+from controller.network.elements import DELAY_ELEMENTS as ELEMENTS
 
 #: netem's own queue must never be the link's queue.
 NETEM_LIMIT_PKTS = 1_000_000
 NETEM = "netem"
-#: what a spec or a caller may ask for: "auto" is netem where the kernel has it, else cclab-delay
-ELEMENTS = ("auto", NETEM, delayline.ELEMENT)
 
 
 def pick_element(choice: str = "auto") -> str:

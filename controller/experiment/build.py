@@ -20,10 +20,10 @@ from controller.dataplane import DataPlaneError, FlowKey, delay, sysctls
 from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
 from controller.dataplane.kernel import KernelBottleneck, LinkParams
 from controller.experiment.preflight import P4_INFO, P4_JSON, RunError
-from controller.experiment.topology import load_p4switch_module, load_topology_module
 from controller.fabric.fabric import CountedFlow, OvsFabric, mininet_ports
 from controller.measure.monitor import Monitor, MonitoredFlow
 from controller.network import EmulatedLink, Graph, Link, LinkSpec, subnet
+from controller.network.mininet import load_p4switch_module, load_topology_module
 from controller.spec import Flow, Spec
 from hosts.tcpinfo import TcpInfoSampler
 from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, MptcpFlow, UdpOnOffFlow

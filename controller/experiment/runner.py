@@ -22,10 +22,10 @@ from controller.dataplane import DataPlaneError
 from controller.dataplane.bmv2 import Bmv2Bottleneck
 from controller.experiment.build import Experiment
 from controller.experiment.preflight import RunError, preflight
-from controller.fabric.edge import add_edge
 from controller.measure.ccstate import CcStateReader
 from controller.measure.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredLink
 from controller.results import rundir, summary
+from controller.results.edge import add_edge
 from controller.spec import Spec
 from hosts.traffic import TrafficError
 

@@ -31,7 +31,8 @@ from typing import Any
 from controller import system
 from controller.dataplane import FlowKey
 from controller.fabric import ovs as ovs_mod
-from controller.network import Graph
+from controller.network import Graph, units
+from controller.network.mininet import load_topology_module
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def missing() -> str | None:
 
 def too_fast(graph: Graph) -> str | None:
     """Refusal of a spec whose emulated links ask more of the userspace datapath than it carries here."""
-    total_mbps = sum(e.spec.rate_bps for e in graph.emulated()) / 1e6
+    total_mbps = units.mbps(sum(e.spec.rate_bps for e in graph.emulated()))
     if total_mbps <= NETDEV_MAX_MBPS or ovs_mod.kernel_datapath():
         return None
     return (
@@ -136,8 +137,6 @@ def plan(graph: Graph, ports: dict[tuple[str, str], int], flows: list[CountedFlo
 
 def _next_node(graph: Graph, link: Any, frm: str) -> str:
     """The Mininet node after `frm` on a graph link: its delay node, or the node at its other end."""
-    from controller.experiment.topology import load_topology_module
-
     nodes = load_topology_module().chain(graph, link, False, True)
     return str(nodes[1] if frm == link.a else nodes[-2])
 

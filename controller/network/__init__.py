@@ -1,4 +1,5 @@
-"""The network: `graph` (nodes, links, segments, paths, addresses) and `presets` (dumbbell, parking lot)."""
+"""The network: `graph` (nodes, links, segments, paths, addresses), `presets` (dumbbell, parking lot),
+`elements` (the delay elements' names) and `mininet` (the Mininet side, loaded by path)."""
 
 from controller.network import presets
 from controller.network.graph import (

@@ -27,6 +27,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from controller.network import units
+
 #: address group per host-name prefix: senders 10.S.1.n, receivers 10.S.2.n, others 10.S.3.n
 ADDRESS_GROUPS = {"h": 1, "r": 2}
 OTHER_GROUP = 3
@@ -97,7 +99,7 @@ class LinkSpec:
 
     @property
     def rate_bps(self) -> int:
-        return int(round((self.rate_mbps or 0.0) * 1e6))
+        return units.bps(self.rate_mbps or 0.0)
 
     @property
     def emulated(self) -> bool:

@@ -18,6 +18,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from controller.network import units  # noqa: E402
+
 log = logging.getLogger(__name__)
 
 TCP_INFINITE_SSTHRESH = 0x7FFFFFFF
@@ -64,18 +66,18 @@ def plot_run(run_dir: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for flow, (xs, ys) in sorted(_by_flow(ts, "rate_bps").items()):
-        ax.plot(xs, [y / 1e6 for y in ys], lw=1, label=f"{flow} {algo.get(flow, '')}")
+        ax.plot(xs, [units.mbps(y) for y in ys], lw=1, label=f"{flow} {algo.get(flow, '')}")
     if link:
         ax.plot(
             [float(r["t_s"]) for r in link],
-            [float(r["capacity_bps"]) / 1e6 for r in link],
+            [units.mbps(float(r["capacity_bps"])) for r in link],
             "k--",
             lw=1,
             label="bottleneck rate",
         )
         ax.plot(
             [float(r["t_s"]) for r in link],
-            [float(r["link_bps"]) / 1e6 for r in link],
+            [units.mbps(float(r["link_bps"])) for r in link],
             color="grey",
             lw=0.8,
             alpha=0.7,
@@ -126,10 +128,10 @@ def plot_run(run_dir: Path) -> list[Path]:
     if ccstate:
         fig, ax = plt.subplots(figsize=(8, 4.5))
         for flow, (xs, ys) in sorted(_by_flow(ccstate, "bwe_bps").items()):
-            ax.plot(xs, [y / 1e6 for y in ys], lw=1, label=f"{flow} {algo.get(flow, '')} BWE")
+            ax.plot(xs, [units.mbps(y) for y in ys], lw=1, label=f"{flow} {algo.get(flow, '')} BWE")
         if link:
             t = [float(r["t_s"]) for r in link]
-            cap = [float(r["capacity_bps"]) / 1e6 for r in link]
+            cap = [units.mbps(float(r["capacity_bps"])) for r in link]
             share = [c / max(1, int(r["active_flows"])) for c, r in zip(cap, link)]
             ax.plot(t, cap, "k--", lw=1, label="bottleneck rate")
             ax.plot(t, share, "k:", lw=1, label="fair share")
@@ -149,7 +151,7 @@ def plot_run(run_dir: Path) -> list[Path]:
         for lid in link_ids:
             rows = [r for r in all_links if r.get("link") == lid]
             t = [float(r["t_s"]) for r in rows]
-            a1.plot(t, [float(r["link_bps"]) / 1e6 for r in rows], lw=1, label=lid)
+            a1.plot(t, [units.mbps(float(r["link_bps"])) for r in rows], lw=1, label=lid)
             a2.plot(t, [int(r["backlog_pkts"]) for r in rows], lw=1, label=lid)
         a1.set(ylabel="departure rate (Mbit/s)", title=f"{title}: every emulated link")
         a2.set(xlabel="time (s)", ylabel="queue (packets)")

@@ -30,9 +30,10 @@ import numpy as np
 from scipy import stats
 
 from controller import system
-from controller.experiment.sweep import MANIFEST, SweepError
+from controller.network import units
 from controller.results import rundir
 from controller.results.plots import _by_flow, _read, _save, plt
+from controller.spec.sweep import MANIFEST, SweepError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ CONFIDENCE = 0.95
 RUN_METRICS = (
     ("utilization", lambda s: s["bottleneck"]["utilization"], "bottleneck utilization"),
     ("achieved_mbps", lambda s: _mbps(s["bottleneck"]["achieved_bps"]), "bottleneck departure rate (Mbit/s)"),
-    ("total_throughput_mbps", lambda s: sum(f["throughput_bps"] for f in s["flows"]) / 1e6, "sum of flows (Mbit/s)"),
+    ("total_throughput_mbps", lambda s: _mbps(sum(f["throughput_bps"] for f in s["flows"])), "sum of flows (Mbit/s)"),
     ("jain", lambda s: s["jain"], "Jain's index"),
     ("measured_loss", lambda s: s["bottleneck"]["measured_loss"], "measured random loss"),
 )
@@ -72,7 +73,7 @@ class Stat:
 
 
 def _mbps(bps: float | None) -> float | None:
-    return None if bps is None else bps / 1e6
+    return None if bps is None else units.mbps(bps)
 
 
 def mean_ci(values: list[float], confidence: float = CONFIDENCE) -> Stat:
@@ -190,13 +191,13 @@ def per_path(s: dict[str, Any]) -> dict[tuple[str, str], float]:
         where = where_of[f["id"]]
         if f["id"] in subs:
             key = f"{where}:{f['id']}" if where in crowded else where
-            out[("subflow_throughput_mbps", key)] = f["throughput_bps"] / 1e6
+            out[("subflow_throughput_mbps", key)] = units.mbps(f["throughput_bps"])
         elif f.get("kind", "tcp") == "tcp":
-            single[where].append(f["throughput_bps"] / 1e6)
+            single[where].append(units.mbps(f["throughput_bps"]))
     for where, tputs in single.items():
         out[("path_flow_throughput_mbps", where)] = sum(tputs) / len(tputs)
     for conn in conns:
-        mbps = conn["throughput_bps"] / 1e6
+        mbps = units.mbps(conn["throughput_bps"])
         out[("connection_throughput_mbps", conn["id"])] = mbps
         paths = {where_of[sid] for sid in conn["subflows"]}
         if len(paths) == 1 and (mean := out.get(("path_flow_throughput_mbps", next(iter(paths))))):
@@ -235,7 +236,7 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
                 values[(pt["index"], name, ALL)].append(float(v))
         by_algo: dict[str, list[float]] = defaultdict(list)
         for f in s["flows"]:
-            by_algo[f["algo"]].append(f["throughput_bps"] / 1e6)
+            by_algo[f["algo"]].append(units.mbps(f["throughput_bps"]))
         for algo, tputs in sorted(by_algo.items()):
             row[f"{algo}_flow_throughput_mbps"] = sum(tputs) / len(tputs)
             values[(pt["index"], "flow_throughput_mbps", algo)].append(sum(tputs) / len(tputs))
@@ -414,7 +415,7 @@ def _plot_traces(sweep_dir: Path, manifest: dict[str, Any], out: Path) -> list[P
             axes[0][0].legend(fontsize=8, ncol=2)
         if bwe:
             for flow, (xs, ys) in sorted(bwe.items()):
-                axes[1][0].plot(xs, [y / 1e6 for y in ys], lw=1, label=f"{flow} {algo.get(flow, '')}")
+                axes[1][0].plot(xs, [units.mbps(y) for y in ys], lw=1, label=f"{flow} {algo.get(flow, '')}")
             axes[1][0].set(ylabel="bandwidth estimate (Mbit/s)")
             axes[1][0].legend(fontsize=8, ncol=2)
         axes[-1][0].set(xlabel="time (s)")

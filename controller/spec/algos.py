@@ -1,4 +1,6 @@
-"""What hosts/cc/algos.toml says about cclab's algorithms: their exported fields and their tunables.
+"""What hosts/cc/algos.toml says about cclab's algorithms: which there are, their exported fields and their
+tunables.  It is the registry: the spec's vocabulary, the build (hosts/cc/Makefile) and the tests read the
+algorithms from it, so adding one is adding its table there and its sources under hosts/cc/.
 
 A tunable is named once, as its module parameter (``insmod tcp_<algo>.ko <name>=N``);
 the eBPF form holds it in a rodata variable (``bpf``) as N * ``bpf_scale``, set in a
@@ -43,6 +45,14 @@ def _table() -> dict[str, dict]:
         return tomllib.loads(ALGOS_TOML.read_text())
     except (OSError, tomllib.TOMLDecodeError):
         return {}
+
+
+def names() -> tuple[str, ...]:
+    """cclab's algorithms in the registry's order: the top-level tables of algos.toml."""
+    found = tuple(k for k, v in _table().items() if isinstance(v, dict))
+    if not found:
+        raise RuntimeError(f"{ALGOS_TOML} names no algorithm (missing or not TOML)")
+    return found
 
 
 def extras(name: str) -> list[str]:

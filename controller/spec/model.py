@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.network import Graph, LinkSpec
+from controller.spec import algos
 
 DATAPLANES = ("kernel", "bmv2", "tofino")
 TOPOLOGIES = ("dumbbell", "parking_lot", "multipath", "graph")
@@ -23,8 +24,8 @@ SWITCHES = ("linux", "ovs")
 FLOW_KINDS = ("tcp", "udp_onoff", "mptcp")
 ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
 
-#: Our algorithms (hosts/cc/); names never collide with in-tree ones.
-CCLAB_ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
+#: Our algorithms (hosts/cc/, registered in hosts/cc/algos.toml); names never collide with in-tree ones.
+CCLAB_ALGOS = algos.names()
 #: Algorithms the Linux kernel ships (built in or as modules).
 KERNEL_ALGOS = (
     "reno",
@@ -71,6 +72,11 @@ LINK_KEYS = (
 
 class SpecError(ValueError):
     """A spec that cannot run; the message is one line naming field and value."""
+
+
+def fail(field_name: str, value: object, allowed: str) -> SpecError:
+    """The one-line refusal of a field: its name, the value given and what is allowed."""
+    return SpecError(f"spec error: {field_name} = {value!r}: {allowed}")
 
 
 @dataclass(frozen=True)

@@ -17,38 +17,25 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
-from controller.dataplane.delay import ELEMENTS as DELAY_ELEMENTS
 from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, ScheduleStep, presets
 from controller.spec import algos
+from controller.spec.fields import FIELDS as F
+from controller.spec.fields import PRESET_KEYS, Field, allowed
 from controller.spec.model import (
     CCLAB_ALGOS,
-    DATAPLANES,
-    DELAY_FALLBACKS,
-    FLOW_KINDS,
-    KERNEL_ALGOS,
     LINK_ID,
     LINK_KEYS,
-    MAX_DELAY_MS,
     MAX_FLOWS,
-    MAX_HOPS,
     MAX_NODES,
     MAX_PAIRS,
-    MAX_RATE_MBPS,
-    ON_OFF_DISTRIBUTIONS,
-    SHAPERS,
-    SWITCHES,
-    TOPOLOGIES,
     Flow,
     Spec,
     SpecError,
     Topology,
 )
+from controller.spec.model import fail as _fail
 
 # --- validation helpers -----------------------------------------------------
-
-
-def _fail(field_name: str, value: object, allowed: str) -> SpecError:
-    return SpecError(f"spec error: {field_name} = {value!r}: {allowed}")
 
 
 def _check_keys(table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
@@ -65,61 +52,59 @@ def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     return value
 
 
+#: the table's default (a caller passes its own where the default depends on the run)
+_TABLE_DEFAULT: Any = object()
+
+
 def _num(
-    table: dict[str, Any],
-    key: str,
-    where: str,
-    *,
-    default: float | None = None,
-    lo: float = -math.inf,
-    hi: float = math.inf,
-    lo_open: bool = False,
-    unit: str = "",
+    table: dict[str, Any], key: str, where: str, fld: Field, *, default: Any = _TABLE_DEFAULT, hi: float | None = None
 ) -> float | None:
+    """A number within the field's range (its hi, or `hi` where the run bounds it), or the default."""
     name = f"{where}.{key}" if where else key
     if key not in table:
-        return default
+        return fld.default if default is _TABLE_DEFAULT else default
     value = table[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise _fail(name, value, f"must be a number{unit}")
-    low_ok = value > lo if lo_open else value >= lo
-    if not low_ok or value > hi:
-        bound = f"> {lo:g}" if lo_open else f">= {lo:g}"
-        span = bound if hi == math.inf else f"{bound} and <= {hi:g}"
-        raise _fail(name, value, f"must be {span}{unit}")
+        raise _fail(name, value, f"must be a number{fld.suffix}")
+    top = fld.hi if hi is None else hi
+    low_ok = value > fld.lo if fld.lo_open else value >= fld.lo
+    if not low_ok or value > top:
+        raise _fail(name, value, allowed(fld, top))
     return float(value)
 
 
-def _req_num(table: dict[str, Any], key: str, where: str, **kw: Any) -> float:
-    value = _num(table, key, where, **kw)
+def _req_num(table: dict[str, Any], key: str, where: str, fld: Field, hi: float | None = None) -> float:
+    value = _num(table, key, where, fld, default=None, hi=hi)
     if value is None:
         name = f"{where}.{key}" if where else key
-        raise SpecError(f"spec error: {name} is missing: it is required{kw.get('unit', '')}")
+        raise SpecError(f"spec error: {name} is missing: it is required{fld.suffix}")
     return value
 
 
-def _int(table: dict[str, Any], key: str, where: str, default: int | None, lo: int, hi: int) -> int | None:
+def whole(table: dict[str, Any], key: str, where: str, fld: Field, *, default: Any = _TABLE_DEFAULT) -> int | None:
+    """A whole number within the field's range, or the default."""
     name = f"{where}.{key}" if where else key
     if key not in table:
-        return default
+        return fld.default if default is _TABLE_DEFAULT else default  # type: ignore[no-any-return]
     value = table[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(name, value, f"must be a whole number from {lo} to {hi}")
-    if not lo <= value <= hi:
-        raise _fail(name, value, f"must be a whole number from {lo} to {hi}")
+    if isinstance(value, bool) or not isinstance(value, int) or not fld.lo <= value <= fld.hi:
+        raise _fail(name, value, allowed(fld))
     return value
 
 
-def _choice(table: dict[str, Any], key: str, where: str, default: str, allowed: tuple[str, ...]) -> str:
+def _choice(table: dict[str, Any], key: str, where: str, fld: Field) -> str:
     name = f"{where}.{key}" if where else key
-    value = table.get(key, default)
-    if value not in allowed:
-        raise _fail(name, value, f"must be one of: {', '.join(allowed)}")
+    value = table.get(key, fld.default)
+    if value not in fld.choices:
+        raise _fail(name, value, f"must be one of: {', '.join(fld.choices)}")
     return str(value)
 
 
-def _prob(table: dict[str, Any], key: str, where: str, default: float | None = 0.0) -> float | None:
-    return _num(table, key, where, default=default, lo=0.0, hi=1.0, unit=" (a probability)")
+def _bool(table: dict[str, Any], key: str, where: str, default: bool) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise _fail(f"{where}.{key}", value, "must be true or false")
+    return value
 
 
 # --- sections ---------------------------------------------------------------
@@ -135,10 +120,10 @@ def _schedule(b: dict[str, Any], where: str, duration_s: float) -> tuple[Schedul
         if not isinstance(step, dict):
             raise _fail(w, step, "must be a table like {at_s = 5, per = 0.01}")
         _check_keys(step, w, ("at_s", "rate_mbps", "per", "delay_ms"))
-        at_s = _req_num(step, "at_s", w, lo=0.0, hi=duration_s, unit=" (s, within the run)")
-        rate = _num(step, "rate_mbps", w, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)")
-        per = _prob(step, "per", w, default=None)
-        delay = _num(step, "delay_ms", w, lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)")
+        at_s = _req_num(step, "at_s", w, F["schedule.at_s"], hi=duration_s)
+        rate = _num(step, "rate_mbps", w, F["schedule.rate_mbps"])
+        per = _num(step, "per", w, F["schedule.per"])
+        delay = _num(step, "delay_ms", w, F["schedule.delay_ms"])
         if rate is None and per is None and delay is None:
             raise _fail(w, step, "changes nothing; give rate_mbps, per or delay_ms")
         out.append(ScheduleStep(at_s=at_s, rate_mbps=rate, per=per, delay_ms=delay))
@@ -150,40 +135,40 @@ def _schedule(b: dict[str, Any], where: str, duration_s: float) -> tuple[Schedul
 def _link_spec(b: dict[str, Any], where: str, duration_s: float, *, rate_required: bool) -> LinkSpec:
     """A link's emulation settings (LINK_KEYS of table `b`, already key-checked)."""
     if rate_required:
-        rate: float | None = _req_num(b, "rate_mbps", where, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)")
+        rate: float | None = _req_num(b, "rate_mbps", where, F["link.rate_mbps"])
     else:
-        rate = _num(b, "rate_mbps", where, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)")
-    qp = _int(b, "queue_pkts", where, None, 1, 1_000_000)
-    qb = _int(b, "queue_bytes", where, None, 1500, 1_000_000_000)
+        rate = _num(b, "rate_mbps", where, F["link.rate_mbps"])
+    qp = whole(b, "queue_pkts", where, F["link.queue_pkts"], default=None)
+    qb = whole(b, "queue_bytes", where, F["link.queue_bytes"])
     if qp is not None and qb is not None:
         raise _fail(f"{where}.queue_bytes", qb, "give queue_pkts or queue_bytes, not both")
     if qp is None and qb is None and rate is not None:
-        qp = 100
+        qp = F["link.queue_pkts"].default
     ge = None
     if "gilbert_elliott" in b:
         g = _table(b, "gilbert_elliott", f"{where}.")
         w = f"{where}.gilbert_elliott"
         _check_keys(g, w, ("p_gb", "p_bg", "loss_good", "loss_bad"))
         ge = GilbertElliott(
-            p_gb=_prob(g, "p_gb", w, 0.0) or 0.0,
-            p_bg=_prob(g, "p_bg", w, 1.0) or 0.0,
-            loss_good=_prob(g, "loss_good", w, 0.0) or 0.0,
-            loss_bad=_prob(g, "loss_bad", w, 1.0) or 0.0,
+            p_gb=_num(g, "p_gb", w, F["gilbert_elliott.p_gb"]) or 0.0,
+            p_bg=_num(g, "p_bg", w, F["gilbert_elliott.p_bg"]) or 0.0,
+            loss_good=_num(g, "loss_good", w, F["gilbert_elliott.loss_good"]) or 0.0,
+            loss_bad=_num(g, "loss_bad", w, F["gilbert_elliott.loss_bad"]) or 0.0,
         )
     ls = LinkSpec(
         rate_mbps=rate,
         queue_pkts=qp,
         queue_bytes=qb,
-        delay_ms=_num(b, "delay_ms", where, default=0.0, lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)") or 0.0,
-        jitter_ms=_num(b, "jitter_ms", where, default=0.0, lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)") or 0.0,
-        per=_prob(b, "per", where) or 0.0,
+        delay_ms=_num(b, "delay_ms", where, F["link.delay_ms"]) or 0.0,
+        jitter_ms=_num(b, "jitter_ms", where, F["link.jitter_ms"]) or 0.0,
+        per=_num(b, "per", where, F["link.per"]) or 0.0,
         gilbert_elliott=ge,
-        shaper=_choice(b, "shaper", where, "htb", SHAPERS),
+        shaper=_choice(b, "shaper", where, F["link.shaper"]),
         schedule=_schedule(b, where, duration_s),
     )
     if rate is None:
-        for key in ("queue_pkts", "queue_bytes", "per", "gilbert_elliott", "shaper"):
-            if key in b:
+        for key in LINK_KEYS:
+            if key in b and F[f"link.{key}"].needs == "rate_mbps":
                 raise _fail(f"{where}.{key}", b[key], "needs rate_mbps: only a rate-limited link has a queue and loss")
         if any(st.rate_mbps is not None or st.per is not None for st in ls.schedule):
             raise _fail(f"{where}.schedule", b["schedule"], "changes rate or per on a link without rate_mbps")
@@ -198,7 +183,7 @@ def _bottleneck(raw: dict[str, Any], duration_s: float, required: bool) -> tuple
         return None, "refuse"
     b = _table(raw, "bottleneck", "")
     _check_keys(b, "bottleneck", (*LINK_KEYS, "delay_fallback"))
-    fallback = _choice(b, "delay_fallback", "bottleneck", "refuse", DELAY_FALLBACKS)
+    fallback = _choice(b, "delay_fallback", "bottleneck", F["bottleneck.delay_fallback"])
     return _link_spec(b, "bottleneck", duration_s, rate_required=True), fallback
 
 
@@ -209,7 +194,7 @@ def _access_delays(t: dict[str, Any], hosts: tuple[str, ...]) -> dict[str, float
     for host, value in table.items():
         if host not in hosts:
             raise _fail(f"topology.access_delay_ms.{host}", value, f"no such host; hosts: {', '.join(hosts)}")
-        out[host] = _req_num(table, host, "topology.access_delay_ms", lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)")
+        out[host] = _req_num(table, host, "topology.access_delay_ms", F["topology.access_delay_ms"])
     return out
 
 
@@ -241,9 +226,7 @@ def _graph_links(t: dict[str, Any], duration_s: float) -> tuple[tuple[str, ...],
         lid = e.get("id", "")
         if not isinstance(lid, str) or (lid and not (LINK_ID.fullmatch(lid))):
             raise _fail(f"{where}.id", lid, "must be l followed by up to 7 letters, digits or _ (e.g. l1, lcore)")
-        both = e.get("both", False)
-        if not isinstance(both, bool):
-            raise _fail(f"{where}.both", both, "must be true or false")
+        both = _bool(e, "both", where, F["link.both"].default)
         spec = _link_spec(e, where, duration_s, rate_required=False)
         if both and not spec.emulated:
             raise _fail(f"{where}.both", both, "needs rate_mbps (both directions of an emulated link)")
@@ -253,14 +236,8 @@ def _graph_links(t: dict[str, Any], duration_s: float) -> tuple[tuple[str, ...],
 
 def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpec, str]:
     t = _table(raw, "topology", "")
-    kind = _choice(t, "kind", "topology", "dumbbell", TOPOLOGIES)
-    preset_keys = {
-        "dumbbell": ("pairs",),
-        "parking_lot": ("hops", "cross"),
-        "multipath": ("background",),
-        "graph": ("hosts", "switches", "links"),
-    }
-    _check_keys(t, "topology", ("kind", "access_delay_ms", *preset_keys[kind]))
+    kind = _choice(t, "kind", "topology", F["topology.kind"])
+    _check_keys(t, "topology", ("kind", "access_delay_ms", *PRESET_KEYS[kind]))
     bottleneck, fallback = _bottleneck(raw, duration_s, required=kind != "graph")
     try:
         if kind == "graph":
@@ -278,7 +255,7 @@ def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpe
             return Topology(kind, graph), emulated[0].spec, fallback
         assert bottleneck is not None
         if kind == "dumbbell":
-            pairs = _int(t, "pairs", "topology", 2, 1, MAX_PAIRS)
+            pairs = whole(t, "pairs", "topology", F["topology.pairs"])
             assert pairs is not None
             probe = presets.dumbbell(pairs, bottleneck)
             graph = presets.dumbbell(pairs, bottleneck, _access_delays(t, probe.hosts))
@@ -289,8 +266,8 @@ def _topology(raw: dict[str, Any], duration_s: float) -> tuple[Topology, LinkSpe
             graph = presets.multipath(background, bottleneck, _access_delays(t, probe.hosts))
             topo = Topology(kind, _override(raw, graph, duration_s), background=background)
         else:
-            hops = _int(t, "hops", "topology", 3, 1, MAX_HOPS)
-            cross = _int(t, "cross", "topology", 1, 1, MAX_PAIRS)
+            hops = whole(t, "hops", "topology", F["topology.hops"])
+            cross = whole(t, "cross", "topology", F["topology.cross"])
             assert hops is not None and cross is not None
             probe = presets.parking_lot(hops, bottleneck, cross=cross)
             graph = presets.parking_lot(hops, bottleneck, _access_delays(t, probe.hosts), cross=cross)
@@ -324,9 +301,7 @@ def _override(raw: dict[str, Any], graph: Graph, duration_s: float) -> Graph:
             raise _fail(where, value, "must be a table of link settings")
         _check_keys(value, where, (*LINK_KEYS, "both"))
         old = by_id[lid]
-        both = value.get("both", old.both)
-        if not isinstance(both, bool):
-            raise _fail(f"{where}.both", both, "must be true or false")
+        both = _bool(value, "both", where, old.both)
         merged = {**_link_table(old.spec), **value}
         merged.pop("both", None)
         spec = _link_spec(merged, where, duration_s, rate_required=False)
@@ -375,7 +350,7 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
     entries = raw.get("flows", [])
     if not isinstance(entries, list) or not entries:
         raise _fail("flows", entries, "needs at least one [[flows]] table")
-    known = CCLAB_ALGOS + KERNEL_ALGOS
+    known = F["flows.algo"].choices
     hosts = topo.graph.hosts
     out: list[Flow] = []
     mptcp_senders: set[str] = set()
@@ -386,7 +361,7 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
         if not isinstance(f, dict):
             raise _fail(where, f, "must be a table")
         _check_keys(f, where, FLOW_KEYS)
-        kind = _choice(f, "kind", where, "tcp", FLOW_KINDS)
+        kind = _choice(f, "kind", where, F["flows.kind"])
         src, dst = f.get("src"), f.get("dst")
         for end, name in (("src", src), ("dst", dst)):
             if name not in hosts:
@@ -424,14 +399,14 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
             tcp_senders.add(str(src))
         if kind != "mptcp" and "via" in f:
             shared = _via(topo.graph, f["via"], shared, f"{where}.via")
-        start = _num(f, "start_s", where, default=0.0, lo=0.0, hi=duration_s, unit=" (s, within the run)") or 0.0
+        start = _num(f, "start_s", where, F["flows.start_s"], hi=duration_s) or 0.0
         if start >= duration_s:
             raise _fail(f"{where}.start_s", start, f"must be < duration_s ({duration_s:g})")
-        dur = _num(f, "duration_s", where, default=duration_s - start, lo=0.0, lo_open=True, unit=" (s)")
+        dur = _num(f, "duration_s", where, F["flows.duration_s"], default=duration_s - start)
         assert dur is not None
         if start + dur > duration_s + 1e-9:
             raise _fail(f"{where}.duration_s", dur, f"start_s + duration_s must be <= duration_s ({duration_s:g})")
-        count = _int(f, "count", where, 1, 1, 64)
+        count = whole(f, "count", where, F["flows.count"])
         assert count is not None
         extra: dict[str, Any] = {}
         if kind in ("tcp", "mptcp"):
@@ -440,25 +415,19 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
             algo = f.get("algo")
             if algo not in known:
                 raise _fail(f"{where}.algo", algo, f"unknown algorithm; known: {', '.join(known)}")
-            for key in ("rate_mbps", "on_s", "off_s", "on_off"):
-                if key in f:
-                    raise _fail(f"{where}.{key}", f[key], 'is for kind = "udp_onoff" flows')
+            _check_kind(f, kind, where)
             if kind == "tcp":
-                extra["bytes"] = _int(f, "bytes", where, None, 1, 1 << 40)
+                extra["bytes"] = whole(f, "bytes", where, F["flows.bytes"])
             else:
                 # one path: two subflows over it, the paper's two-path flow at a shared bottleneck
                 extra["subflow_segments"] = tuple(shared) if len(shared) == 2 else (shared[0], shared[0])
         else:
-            if "algo" in f or "bytes" in f:
-                key = "algo" if "algo" in f else "bytes"
-                raise _fail(f"{where}.{key}", f[key], 'is for kind = "tcp" flows')
+            _check_kind(f, kind, where)
             algo = "-"
-            extra["rate_mbps"] = _req_num(
-                f, "rate_mbps", where, lo=0.0, hi=MAX_RATE_MBPS, lo_open=True, unit=" (Mbit/s)"
-            )
-            extra["on_s"] = _num(f, "on_s", where, default=dur, lo=0.0, lo_open=True, unit=" (s)")
-            extra["off_s"] = _num(f, "off_s", where, default=0.0, lo=0.0, unit=" (s)")
-            extra["on_off"] = _choice(f, "on_off", where, "fixed", ON_OFF_DISTRIBUTIONS)
+            extra["rate_mbps"] = _req_num(f, "rate_mbps", where, F["flows.rate_mbps"])
+            extra["on_s"] = _num(f, "on_s", where, F["flows.on_s"], default=dur)
+            extra["off_s"] = _num(f, "off_s", where, F["flows.off_s"])
+            extra["on_off"] = _choice(f, "on_off", where, F["flows.on_off"])
         for _ in range(count):
             out.append(
                 Flow(f"f{len(out) + 1}", str(algo), str(src), str(dst), start, dur, kind, segment=shared[0], **extra)
@@ -466,6 +435,14 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
     if len(out) > MAX_FLOWS:
         raise _fail("flows", f"{len(out)} flows", f"at most {MAX_FLOWS} flows in one spec (count included)")
     return tuple(out)
+
+
+def _check_kind(f: dict[str, Any], kind: str, where: str) -> None:
+    """A flow's keys that are for other kinds of flow (rate_mbps is for udp_onoff, bytes for tcp)."""
+    for key in FLOW_KEYS:
+        kinds = F[f"flows.{key}"].kinds
+        if key in f and kinds and kind not in kinds:
+            raise _fail(f"{where}.{key}", f[key], f'is for kind = "{kinds[0]}" flows')
 
 
 def _via(graph: Graph, via: object, shared: list[int], where: str) -> list[int]:
@@ -488,7 +465,7 @@ def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]
         where = f"flows[{i}]"
         if topo.kind == "graph":
             raise _fail(f"{where}.access_delay_ms", f["access_delay_ms"], "give delay_ms on the host's link")
-        value = _req_num(f, "access_delay_ms", where, lo=0.0, hi=MAX_DELAY_MS, unit=" (ms)")
+        value = _req_num(f, "access_delay_ms", where, F["flows.access_delay_ms"])
         src = str(f.get("src"))
         if out.get(src, value) != value:
             raise _fail(f"{where}.access_delay_ms", value, f"another flow from {src} gives {out[src]:g}; one per host")
@@ -496,7 +473,7 @@ def _flow_access_delays(raw: dict[str, Any], topo: Topology) -> dict[str, float]
     return out
 
 
-#: the keys of a spec's top level ([sweep] is controller.experiment.sweep's)
+#: the keys of a spec's top level ([sweep] is controller.spec.sweep's)
 TOP_KEYS = (
     "name",
     "duration_s",
@@ -527,7 +504,7 @@ def _algorithms(raw: dict[str, Any]) -> dict[str, dict[str, int]]:
         _check_keys(given, where, tuple(declared))
         values = {}
         for k, p in declared.items():
-            value = _int(given, k, where, None, p.lo, p.hi)
+            value = whole(given, k, where, Field("integer", p.lo, p.hi))
             if value is not None:
                 values[k] = value
         out[algo] = values
@@ -536,19 +513,19 @@ def _algorithms(raw: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     """Validate a parsed TOML document into a Spec, or raise SpecError."""
-    if "sweep" in raw:  # controller.experiment.sweep strips the table before it parses each point
+    if "sweep" in raw:  # controller.spec.sweep strips the table before it parses each point
         raise _fail("sweep", "[sweep]", "this spec is a sweep: run it with `cclab sweep`, or run one of its points")
     _check_keys(raw, "", TOP_KEYS)
     name = raw.get("name", path.stem if path else "run")
     if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
         raise _fail("name", name, "must be a non-empty string of letters, digits, - and _")
-    duration = _req_num(raw, "duration_s", "", lo=0.0, hi=86_400.0, lo_open=True, unit=" (s)")
-    dataplane = _choice(raw, "dataplane", "", "kernel", DATAPLANES)
-    seed = _int(raw, "seed", "", 1, 0, 2**63 - 1)
-    interval = _num(raw, "interval_s", "", default=0.1, lo=0.01, hi=10.0, unit=" (s)")
+    duration = _req_num(raw, "duration_s", "", F["duration_s"])
+    dataplane = _choice(raw, "dataplane", "", F["dataplane"])
+    seed = whole(raw, "seed", "", F["seed"])
+    interval = _num(raw, "interval_s", "", F["interval_s"])
     assert seed is not None and interval is not None
-    delay_element = _choice(raw, "delay_element", "", "auto", DELAY_ELEMENTS)
-    switches = _choice(raw, "switches", "", "linux", SWITCHES)
+    delay_element = _choice(raw, "delay_element", "", F["delay_element"])
+    switches = _choice(raw, "switches", "", F["switches"])
     app = _controller_app(raw, switches, path)
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)

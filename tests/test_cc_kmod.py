@@ -16,7 +16,8 @@ import pytest
 
 from tests.conftest import REPO
 
-ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
+#: every algorithm with a module form (cc_lia has none: uncoupled it is Reno)
+ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw", "cc_illinois", "cc_highspeed", "unmptcpw")
 HEADERS = sorted(glob.glob("/usr/src/linux-headers-*-amd64") + glob.glob("/lib/modules/*/build"))
 
 

@@ -24,7 +24,18 @@ FLOW_KINDS = ("tcp", "udp_onoff", "mptcp")
 ON_OFF_DISTRIBUTIONS = ("fixed", "exponential")
 
 #: Our algorithms (hosts/cc/); names never collide with in-tree ones.
-CCLAB_ALGOS = ("tcpw", "tcpwplus", "tcpw_abse", "logwestwood", "btbe", "mptcpw")
+CCLAB_ALGOS = (
+    "tcpw",
+    "tcpwplus",
+    "tcpw_abse",
+    "logwestwood",
+    "btbe",
+    "mptcpw",
+    "cc_illinois",
+    "cc_highspeed",
+    "cc_lia",
+    "unmptcpw",
+)
 #: Algorithms the Linux kernel ships (built in or as modules).
 KERNEL_ALGOS = (
     "reno",

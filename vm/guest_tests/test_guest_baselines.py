@@ -10,7 +10,9 @@ form's decisions are checked against its own rule on the state it was observed i
 - HighSpeed: at every loss in congestion avoidance, ssthresh is within one packet of W - b(w) W (RFC 3649
   Appendix B, b in 1/256 as Linux rounds it) for W the last window sampled before the loss;
 - Illinois: at every loss from W >= 15, ssthresh is within one packet of W - beta W for some beta in Linux's
-  [1/8, 1/2]; the implied beta's median is reported beside the in-tree module's.
+  [1/8, 1/2]; and, over a run's losses, the median implied beta of each cclab form is within BETA_MEDIAN_TOL of
+  the in-tree module's (a median over some 40 losses on one path, robust where single trajectories are not;
+  measured 0.160 in-tree, 0.168 module, 0.163 eBPF, n = 41, 42, 45).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ INFINITE_SSTHRESH = 0x7FFFFFFF
 HS_ROWS = ((38, 128), (118, 112), (221, 104), (347, 98), (495, 93))
 ILL_WIN_THRESH = 15
 FORMS = ("in-tree", "ko", "ebpf")
+BETA_MEDIAN_TOL = 1 / 16
 
 
 def _hs_rule(w: int) -> int:
@@ -166,3 +169,7 @@ def test_cc_illinois_beta_within_linux_range_beside_intree(
     for form, s in summary.items():
         assert s["ca_losses"] >= 3, f"{form}: {s['ca_losses']} losses in congestion avoidance in {FLOW_S} s"
         assert not s["outside"], f"{form}: ssthresh outside W - beta W, beta in [1/8, 1/2]: {s['outside']}"
+    ref = summary["in-tree"]["median_beta"]
+    for form in ("ko", "ebpf"):
+        got = summary[form]["median_beta"]
+        assert abs(got - ref) <= BETA_MEDIAN_TOL, f"{form}: median beta {got}, in-tree illinois {ref}"

@@ -2,9 +2,9 @@
 kernel's own modules (illinois, highspeed) on one path with the same deterministic loss, one flow at a time.
 
 The path: sender -> router -> receiver, 20 Mbit/s with a 60-packet drop-tail queue towards the receiver, 40 ms on
-the ACK direction, and every LOSS_EVERY-th full-size data segment dropped at the router's ingress (tc gact
-"random determ": the same drops for every run).  Each flow's tcp_info is sampled every 5 ms
-(recovery_probe.py trace).  A software-emulated VM is too busy for two runs' trajectories to coincide, so each
+the ACK direction, and every LOSS_EVERY-th (HighSpeed: HS_LOSS_EVERY-th) full-size data segment dropped at the
+router's ingress (tc gact "random determ": the same drops for every run).  Each flow's tcp_info is sampled every
+5 ms (recovery_probe.py trace).  A software-emulated VM is too busy for two runs' trajectories to coincide, so each
 form's decisions are checked against its own rule on the state it was observed in:
 
 - HighSpeed: at every loss in congestion avoidance, ssthresh is within one packet of W - b(w) W (RFC 3649
@@ -33,7 +33,11 @@ pytestmark = pytest.mark.vm
 RATE_MBIT = 20
 QUEUE_PKTS = 60
 RTT_MS = 40
+#: every LOSS_EVERY-th full-size segment dropped: Illinois; HighSpeed's runs drop fewer so that its windows settle
+#: above Reno's row (W > 38; at 700 they settle near 27, where b(w) is Reno's 1/2)
 LOSS_EVERY = 700
+HS_LOSS_EVERY = 2000
+HS_MIN_ABOVE_RENO = 3
 FLOW_S = 20
 CA_OPEN, CA_DISORDER, CA_RECOVERY, CA_LOSS = 0, 1, 3, 4
 INFINITE_SSTHRESH = 0x7FFFFFFF
@@ -66,14 +70,14 @@ def _load(form: str, intree: str) -> tuple[str, list[str]]:
     return name, undo
 
 
-def _path(a: str, r: str) -> None:
+def _path(a: str, r: str, loss_every: int) -> None:
     sh("tc", "-n", r, "qdisc", "add", "dev", "cl-rb", "root", "netem", "rate", f"{RATE_MBIT}mbit", "limit",
        str(QUEUE_PKTS))  # fmt: skip
     sh("tc", "-n", r, "qdisc", "add", "dev", "cl-ra", "root", "netem", "delay", f"{RTT_MS}ms", "limit", "100000")
     sh("tc", "-n", r, "qdisc", "add", "dev", "cl-ra", "clsact")
     sh("tc", "-n", r, "filter", "add", "dev", "cl-ra", "ingress", "protocol", "ip", "u32",
        "match", "ip", "dport", "5201", "0xffff", "match", "u16", "1500", "0xffff", "at", "2",
-       "action", "gact", "pass", "random", "determ", "drop", str(LOSS_EVERY))  # fmt: skip
+       "action", "gact", "pass", "random", "determ", "drop", str(loss_every))  # fmt: skip
     sh("ip", "netns", "exec", a, "sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1")
 
 
@@ -114,9 +118,9 @@ def _losses(rows: list[dict[str, int | float]]) -> list[dict[str, int]]:
     return out
 
 
-def _run_forms(intree: str, routed: tuple[str, str, str]) -> dict[str, list[dict[str, int]]]:
+def _run_forms(intree: str, routed: tuple[str, str, str], loss_every: int) -> dict[str, list[dict[str, int]]]:
     a, r, b = routed
-    _path(a, r)
+    _path(a, r, loss_every)
     got: dict[str, list[dict[str, int]]] = {}
     for form in FORMS:
         name, undo = _load(form, intree)
@@ -134,7 +138,7 @@ def _run_forms(intree: str, routed: tuple[str, str, str]) -> dict[str, list[dict
 def test_cc_highspeed_ssthresh_follows_rfc3649_beside_intree(
     routed_path: tuple[str, str, str], report: dict[str, Any]
 ) -> None:
-    got = _run_forms("highspeed", routed_path)
+    got = _run_forms("highspeed", routed_path, HS_LOSS_EVERY)
     summary: dict[str, Any] = {}
     for form, losses in got.items():
         ca = [x for x in losses if not x["slow_start"] and x["state"] == CA_RECOVERY]
@@ -145,14 +149,15 @@ def test_cc_highspeed_ssthresh_follows_rfc3649_beside_intree(
     print(f"\n  highspeed forms, ssthresh - (W - b(w) W) per loss in CA: {summary}")
     for form, s in summary.items():
         assert s["ca_losses"] >= 3, f"{form}: {s['ca_losses']} losses in congestion avoidance in {FLOW_S} s: {s}"
-        assert max(s["windows"]) > 38, f"{form}: windows {s['windows']} never left Reno's row"
+        above = [w for w in s["windows"] if w > HS_ROWS[0][0]]
+        assert len(above) >= HS_MIN_ABOVE_RENO, f"{form}: losses above Reno's row at {above} only ({s})"
         assert all(abs(d) <= 1 for d in s["deviation_pkts"]), f"{form}: ssthresh off W - b(w) W by {s}"
 
 
 def test_cc_illinois_beta_within_linux_range_beside_intree(
     routed_path: tuple[str, str, str], report: dict[str, Any]
 ) -> None:
-    got = _run_forms("illinois", routed_path)
+    got = _run_forms("illinois", routed_path, LOSS_EVERY)
     summary: dict[str, Any] = {}
     for form, losses in got.items():
         ca = [x for x in losses if not x["slow_start"] and x["state"] == CA_RECOVERY and x["cwnd"] >= ILL_WIN_THRESH]

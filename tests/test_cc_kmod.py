@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from controller.spec import CCLAB_ALGOS
+from controller.spec import algos
 from tests.conftest import REPO
 
-ALGOS = CCLAB_ALGOS
+#: every algorithm with a module form (algos.toml's forms)
+ALGOS = algos.modules()
 HEADERS = sorted(glob.glob("/usr/src/linux-headers-*-amd64") + glob.glob("/lib/modules/*/build"))
 
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from controller import capabilities, cc, cli, system
 from controller.dataplane import DataPlaneError, delay
 from controller.experiment import preflight
+from controller.spec import algos
 from tests.conftest import CCLAB, REPO, lab_vm_missing
 
 #: rows that report a fact and have no fix to give (a "no" there is not something to repair here)
@@ -127,7 +128,7 @@ def test_doctor_in_the_lab_vm_differs_where_the_kernels_differ() -> None:
         pytest.skip(why)
     from controller import vm
 
-    if not all(cc.kernel_module(n).exists() for n in cc.CCLAB_ALGOS):
+    if not all(cc.kernel_module(n).exists() for n in algos.modules()):
         pytest.skip("the .ko modules are not built; run `make -C hosts/cc kmod`")
     # the guest prints its doctor, then its own raw kernel facts, read without cclab's probes
     facts = (

@@ -55,6 +55,16 @@ def names() -> tuple[str, ...]:
     return found
 
 
+def modules() -> tuple[str, ...]:
+    """cclab's algorithms with a module form (``forms`` in algos.toml, both forms unless it says otherwise)."""
+    return tuple(n for n in names() if "kmod" in _table()[n].get("forms", ("bpf", "kmod")))
+
+
+def bwe_decreases() -> tuple[str, ...]:
+    """cclab's algorithms whose loss response is ssthresh = BWE * RTTmin / MSS (``bwe_decrease`` in algos.toml)."""
+    return tuple(n for n in names() if _table()[n].get("bwe_decrease", False))
+
+
 def extras(name: str) -> list[str]:
     """Names of the algorithm-specific exported fields x[0..4] (see core/cc_export.h)."""
     entry = _table().get(name, {})

@@ -95,6 +95,25 @@ static __always_inline bool cc_slow_start(struct sock *sk, u32 *acked)
 	return true;
 }
 
+/*
+ * The start of cong_avoid as Linux's illinois and highspeed have it: like
+ * cc_slow_start, but an ACK that slow start took is not shared with the
+ * algorithm's increase (what slow start leaves of acked is dropped).  True
+ * when the algorithm's increase is to run.
+ */
+static __always_inline bool cc_slow_start_whole(struct sock *sk, u32 acked)
+{
+	struct tcp_sock *tp = cc_tcp_sk(sk);
+
+	if (!cc_cwnd_limited(sk))
+		return false;
+	if (cc_in_slow_start(tp)) {
+		tcp_slow_start(tp, acked);
+		return false;
+	}
+	return true;
+}
+
 /* One export map per shell, named st_<algo> (contract: cc_export.h). */
 #define CC_EXPORT_MAP(algo)						\
 	struct {							\

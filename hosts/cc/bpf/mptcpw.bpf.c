@@ -3,12 +3,11 @@
  * mptcpw.bpf.c - coupled multipath TCP Westwood as a struct_ops congestion
  * control.  The algorithm is core/mptcpw.h (paper references there).
  *
- * Coupling: every MPTCP subflow finds its connection's token through
- * icsk_ulp_data -> struct mptcp_subflow_context.conn -> struct mptcp_sock
- * .token (read-only casts, bpf_rdonly_cast) and claims one slot of a
- * shared struct mptcpw_conn in the mptcpw_conns hash map keyed by that
- * token.  Every ACK refreshes the slot's (cwnd, srtt), in fast recovery
- * too; cong_avoid computes delta_s of eq. (8) over all live slots.  A plain
+ * Coupling (cc_mptcp.h): every MPTCP subflow finds its connection's token
+ * and claims one slot of a shared struct mptcpw_conn in the mptcpw_conns
+ * hash map keyed by that token.  Every ACK refreshes the slot's (cwnd,
+ * srtt), in fast recovery too; cong_avoid computes delta_s of eq. (8) over
+ * all live slots.  A plain
  * TCP flow (or a subflow that found no free slot) has no peers: delta = 1,
  * i.e. TCPW.
  *
@@ -18,19 +17,10 @@
  *   ssthresh:     B_s * RTTmin_s / MSS; COMPLETE_CWR: w_s = that
  *   release:      free the slot; the last subflow deletes the entry
  */
-#include "cc_bpf.h"
-#include "mptcpw.h"
+#include "cc_mptcp.h"
 
 CC_EXPORT_MAP(mptcpw);
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, u32);			/* MPTCP connection token */
-	__type(value, struct mptcpw_conn);
-} mptcpw_conns SEC(".maps");
-
-extern void *bpf_rdonly_cast(const void *obj__ign, u32 btf_id__k) __ksym;
+CC_MPTCP_CONN_MAP(mptcpw_conns);
 
 const volatile u32 tau_us = TCPW_TAU_US_DEFAULT;
 
@@ -39,86 +29,11 @@ struct mptcpw_sk {
 	u32 token;		/* 0 = not (yet) coupled */
 };
 
-/* The MPTCP token of this subflow, 0 for plain TCP. */
-static __always_inline u32 mptcpw_token(struct sock *sk)
-{
-	struct inet_connection_sock *icsk = (void *)sk;
-	struct mptcp_subflow_context *sf;
-	struct mptcp_sock *msk;
-
-	if (!bpf_core_field_exists(cc_tcp_sk(sk)->is_mptcp) ||
-	    !cc_tcp_sk(sk)->is_mptcp)
-		return 0;
-	sf = bpf_rdonly_cast(icsk->icsk_ulp_data,
-			     bpf_core_type_id_kernel(struct mptcp_subflow_context));
-	if (!sf)
-		return 0;
-	msk = bpf_rdonly_cast(sf->conn,
-			      bpf_core_type_id_kernel(struct mptcp_sock));
-	if (!msk)
-		return 0;
-	return msk->token;
-}
-
-/* Claim a free slot; returns it or MPTCPW_MAX_PATHS when all are taken. */
-static __always_inline u32 mptcpw_claim(struct mptcpw_conn *c)
-{
-	u32 i, bit, old;
-
-	for (i = 0; i < MPTCPW_MAX_PATHS; i++) {
-		bit = 1U << i;
-		if (c->used & bit)
-			continue;
-		old = __sync_fetch_and_or(&c->used, bit);
-		if (!(old & bit))
-			return i;
-	}
-	return MPTCPW_MAX_PATHS;
-}
-
-/*
- * This subflow's connection table; attach selects attaching to it on first
- * use.  Only cong_avoid attaches: in_ack_event also runs while the
- * handshake completes, before the stack calls init once more
- * (tcp_init_transfer), which would leak the slot claimed then.
- */
 static __always_inline struct mptcpw_conn *mptcpw_conn(struct sock *sk,
 						       struct mptcpw_sk *p,
 						       bool attach)
 {
-	struct mptcpw_conn *c, zero = {};
-	u32 tok, slot;
-
-	if (p->token) {
-		tok = p->token;		/* map keys must live on the stack */
-		return p->m.slot < MPTCPW_MAX_PATHS ?
-		       bpf_map_lookup_elem(&mptcpw_conns, &tok) : NULL;
-	}
-	if (!attach)
-		return NULL;
-	tok = mptcpw_token(sk);
-	if (!tok)
-		return NULL;
-	c = bpf_map_lookup_elem(&mptcpw_conns, &tok);
-	if (!c) {
-		bpf_map_update_elem(&mptcpw_conns, &tok, &zero, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(&mptcpw_conns, &tok);
-		if (!c)
-			return NULL;
-	}
-	p->token = tok;
-	slot = mptcpw_claim(c);
-	p->m.slot = slot;
-	return slot < MPTCPW_MAX_PATHS ? c : NULL;
-}
-
-static __always_inline u32 mptcpw_nsub(const struct mptcpw_conn *c)
-{
-	u32 i, n = 0;
-
-	for (i = 0; i < MPTCPW_MAX_PATHS; i++)
-		n += (c->used >> i) & 1;
-	return n;
+	return cc_mptcp_conn(&mptcpw_conns, sk, &p->token, &p->m.slot, attach);
 }
 
 static __always_inline void mptcpw_export(struct sock *sk, struct mptcpw_sk *p,
@@ -133,7 +48,7 @@ static __always_inline void mptcpw_export(struct sock *sk, struct mptcpw_sk *p,
 	v->x[0] = p->m.delta;
 	v->x[1] = p->token;
 	v->x[2] = p->m.slot;
-	v->x[3] = c ? mptcpw_nsub(c) : 1;
+	v->x[3] = c ? cc_mptcp_nsub(c) : 1;
 }
 
 SEC("struct_ops")
@@ -211,20 +126,9 @@ SEC("struct_ops")
 void BPF_PROG(mptcpw_release, struct sock *sk)
 {
 	struct mptcpw_sk *p = cc_priv(sk);
-	struct mptcpw_conn *c;
-	u32 bit, old, tok = p->token;
 
 	cc_export_delete(&st_mptcpw, sk);
-	if (!tok || p->m.slot >= MPTCPW_MAX_PATHS)
-		return;
-	c = bpf_map_lookup_elem(&mptcpw_conns, &tok);
-	if (!c)
-		return;
-	bit = 1U << (p->m.slot & (MPTCPW_MAX_PATHS - 1));
-	c->path[p->m.slot & (MPTCPW_MAX_PATHS - 1)].cwnd = 0;
-	old = __sync_fetch_and_and(&c->used, ~bit);
-	if (!(old & ~bit))		/* last subflow of the connection */
-		bpf_map_delete_elem(&mptcpw_conns, &tok);
+	cc_mptcp_release(&mptcpw_conns, p->token, p->m.slot);
 }
 
 SEC(".struct_ops")

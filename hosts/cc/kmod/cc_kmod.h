@@ -43,6 +43,25 @@ static inline bool cc_slow_start(struct sock *sk, u32 *acked)
 }
 
 /*
+ * The start of cong_avoid as Linux's illinois and highspeed have it: like
+ * cc_slow_start, but an ACK that slow start took is not shared with the
+ * algorithm's increase (what slow start leaves of acked is dropped).  True
+ * when the algorithm's increase is to run.
+ */
+static inline bool cc_slow_start_whole(struct sock *sk, u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	if (!tcp_is_cwnd_limited(sk))
+		return false;
+	if (tcp_in_slow_start(tp)) {
+		tcp_slow_start(tp, acked);
+		return false;
+	}
+	return true;
+}
+
+/*
  * INET_DIAG_VEGASINFO, as tcp_westwood.c reports it: tcpv_rtt the latest
  * RTT (us), tcpv_minrtt RTTmin (us), tcpv_rttcnt the bandwidth estimate in
  * kbit/s (saturating), the one per-algorithm number ss can show.

@@ -6,7 +6,7 @@
  * from the papers' equations.  Integer arithmetic only, like the cores.
  *
  *   harness tustin | ackcount | ssthresh | logww | btbe | mptcpw |
- *           mptcpw_recovery | abse
+ *           mptcpw_recovery | abse | illinois | highspeed | lia | unmptcpw
  *   harness abse_trace <rate_Bps> <mss> <pkts_per_ack> <rtt_us> <seconds>
  *   harness climb <reno|tcpwplus|logwestwood|logwestwood_adapt> <pkts_per_ack>
  *                 <ack|packet>
@@ -22,6 +22,10 @@
 #include "../core/logwestwood.h"
 #include "../core/btbe.h"
 #include "../core/mptcpw.h"
+#include "../core/cc_illinois.h"
+#include "../core/cc_highspeed.h"
+#include "../core/cc_lia.h"
+#include "../core/unmptcpw.h"
 
 #define P64(k, v)	printf("%s=%" PRIu64 "\n", (k), (u64)(v))
 
@@ -368,6 +372,200 @@ static int cmd_abse(void)
 	return 0;
 }
 
+/* TCP-Illinois: alpha(d_a, d_m), beta(d_a, d_m), a round, the increase,
+ * ssthresh and the RTO reset. */
+static int cmd_illinois(void)
+{
+	static const u32 das[] = { 0, 100, 101, 1000, 1001, 4500, 7999, 8000,
+				   10000 };
+	struct illinois c;
+	u32 i, w, acks, ack = 0;
+
+	for (i = 0; i < sizeof(das) / sizeof(das[0]); i++) {
+		ill_init(&c, 0, ILL_WIN_THRESH, ILL_THETA);
+		c.rtt_above = 1;	/* past the first low-delay rounds */
+		printf("alpha_%u=%u\n", das[i], ill_alpha(&c, das[i], 10000));
+		printf("beta_%u=%u\n", das[i], ill_beta(das[i], 10000));
+	}
+	/* never above d_1: alpha_max at once */
+	ill_init(&c, 0, ILL_WIN_THRESH, ILL_THETA);
+	printf("alpha_fresh_low=%u\n", ill_alpha(&c, 50, 10000));
+	/* after a high-delay round, alpha_max again only on the theta-th low one */
+	c.alpha = ill_alpha(&c, 8000, 10000);
+	for (i = 1; i <= ILL_THETA; i++) {
+		c.alpha = ill_alpha(&c, 50, 10000);
+		printf("alpha_low_round_%u=%u\n", i, c.alpha);
+	}
+	/* one round at W = 100: samples 100 ms, then 100 at 110 ms, one at
+	 * 150 ms; base 100 ms, max 150 ms, average (100 * 110 + 150) / 101 */
+	ill_init(&c, 1000, ILL_WIN_THRESH, ILL_THETA);
+	ill_sample(&c, 1, 100000);
+	ill_on_ack(&c, 1001, 2000, 100);	/* round 1 ends: base only */
+	for (i = 0; i < 100; i++)
+		ill_sample(&c, 1, 110000);
+	ill_sample(&c, 1, 150000);
+	ill_on_ack(&c, 1500, 3000, 100);	/* not past end_seq 2000 */
+	printf("round_mid_cnt=%u\n", c.cnt_rtt);
+	ill_on_ack(&c, 2001, 3000, 100);
+	P64("round_base_us", c.base_rtt_us);
+	P64("round_max_us", c.max_rtt_us);
+	P64("round_alpha", c.alpha);
+	P64("round_beta", c.beta);
+	P64("round_ssthresh_100", ill_ssthresh(&c, 100));
+	/* below win_thresh: Reno's alpha and beta */
+	ill_on_ack(&c, 3001, 4000, 10);
+	P64("small_alpha", c.alpha);
+	P64("small_beta", c.beta);
+	P64("small_ssthresh_10", ill_ssthresh(&c, 10));
+	/* increase at alpha = 10, W = 100, one packet per ACK: 100 ACKs */
+	c.alpha = ILL_ALPHA_MAX;
+	c.cnt = 0;
+	w = 100;
+	for (acks = 0; acks < 100; acks++)
+		ill_increase(&c, &w, 0xffffffffU);
+	printf("inc_alpha10_w100_100acks=%u\n", w);
+	/* alpha = 1, W = 100: one window of ACKs adds one */
+	c.alpha = ILL_ALPHA_UNIT;
+	c.cnt = 0;
+	w = 100;
+	for (acks = 0; acks < 100; acks++)
+		ill_increase(&c, &w, 0xffffffffU);
+	printf("inc_alpha1_w100_100acks=%u\n", w);
+	/* a delayed ACK's sample (2 packets) counts 2 once */
+	c.cnt = 0;
+	ill_sample(&c, 2, 100000);
+	ill_increase(&c, &w, 0xffffffffU);
+	ill_increase(&c, &w, 0xffffffffU);
+	printf("cnt_after_delack_and_one=%u\n", c.cnt);
+	/* RTO: alpha 1, beta 1/2 */
+	c.alpha = 300;
+	c.beta = ILL_BETA_MIN;
+	ill_on_rto(&c, 5000);
+	printf("rto_alpha=%u\nrto_beta=%u\nrto_end_seq=%u\n", c.alpha, c.beta,
+	       c.end_seq);
+	(void)ack;
+	return 0;
+}
+
+/* HighSpeed TCP: rows, decreases, the increase and the first-loss case. */
+static int cmd_highspeed(void)
+{
+	static const u32 ws[] = { 1, 38, 39, 118, 119, 1000, 1058, 1059,
+				  84035, 89053, 89054, 1000000 };
+	struct highspeed h;
+	u32 i, w, acks;
+
+	for (i = 0; i < sizeof(ws) / sizeof(ws[0]); i++) {
+		h.ai = hs_row(ws[i]);
+		printf("row_%u=%u\nmd_%u=%u\nssthresh_%u=%u\n", ws[i], h.ai,
+		       ws[i], hs_md(h.ai), ws[i], hs_ssthresh(&h, ws[i]));
+	}
+	/* slow start never sets the row: a first loss at 1000 halves */
+	hs_init(&h);
+	printf("first_loss_ssthresh_1000=%u\n", hs_ssthresh(&h, 1000));
+	/* CA at 1000 (row 7, a = 8): +1 every 125 ACKs, 1000 ACKs add 8 */
+	hs_init(&h);
+	w = 1000;
+	for (acks = 1; acks <= 1000; acks++) {
+		hs_cong_avoid(&h, &w, 0xffffffffU);
+		if (acks == 124 || acks == 125)
+			printf("w_after_%u_acks=%u\n", acks, w);
+	}
+	printf("w_after_1000_acks=%u\nrow_after=%u\n", w, h.ai);
+	/* at 38 (row 0, a = 1): Reno, 38 ACKs add one */
+	hs_init(&h);
+	w = 38;
+	for (acks = 0; acks < 38; acks++)
+		hs_cong_avoid(&h, &w, 0xffffffffU);
+	printf("reno_w_after_38_acks=%u\n", w);
+	/* the clamp stops it */
+	w = 50;
+	for (acks = 0; acks < 500; acks++)
+		hs_cong_avoid(&h, &w, 50);
+	printf("clamped_w=%u\n", w);
+	return 0;
+}
+
+/* LIA (RFC 6356 §3): alpha and delta_i on a table of paths. */
+static void lia_case(const char *tag, u32 n, const u32 *w, const u32 *rtt)
+{
+	struct mptcpw_conn c;
+	u32 i;
+
+	memset(&c, 0, sizeof(c));
+	for (i = 0; i < n; i++) {
+		c.path[i].cwnd = w[i];
+		c.path[i].rtt_us = rtt[i];
+		c.used |= 1U << i;
+	}
+	printf("%s_alpha=%u\n", tag, lia_alpha_q16(&c));
+	for (i = 0; i < n; i++)
+		printf("%s_delta_%u=%u\n", tag, i, lia_delta_q16(&c, i));
+}
+
+static int cmd_lia(void)
+{
+	static const u32 w1[] = { 10, 10 }, r1[] = { 100000, 100000 };
+	static const u32 w2[] = { 10, 20 }, r2[] = { 100000, 200000 };
+	static const u32 w3[] = { 30, 10 }, r3[] = { 50000, 100000 };
+	static const u32 w4[] = { 40 }, r4[] = { 80000 };
+	static const u32 w5[] = { 20, 5, 5 }, r5[] = { 10000, 10000, 10000 };
+	static const u32 w6[] = { 100, 2 }, r6[] = { 10000, 400000 };
+	struct mptcpw_conn c;
+	struct lia a, b;
+	u32 wa = 100, wb = 100, i;
+
+	lia_case("equal", 2, w1, r1);
+	lia_case("eqrate", 2, w2, r2);
+	lia_case("uneven", 2, w3, r3);
+	lia_case("single", 1, w4, r4);
+	lia_case("three", 3, w5, r5);
+	lia_case("farpath", 2, w6, r6);
+	/* two equal subflows of 100 at 100 ms: alpha = 1/2, each adds
+	 * alpha / W_total = 1/400 per packet; 400 packets add one */
+	memset(&c, 0, sizeof(c));
+	lia_init(&a);
+	lia_init(&b);
+	a.slot = 0;
+	b.slot = 1;
+	c.used = 3;
+	for (i = 0; i < 400; i++) {
+		lia_on_ack(&a, &c, wa, 100000);
+		lia_on_ack(&b, &c, wb, 100000);
+		lia_increase(&a, &c, &wa, 1);
+		if (i == 198)
+			printf("coupled_w_after_199=%u\n", wa);
+	}
+	printf("coupled_w_after_400=%u\n", wa);
+	/* uncoupled (no table): Reno, 100 packets add one */
+	lia_init(&a);
+	wa = 100;
+	for (i = 0; i < 100; i++)
+		lia_increase(&a, NULL, &wa, 1);
+	printf("alone_w_after_100=%u\n", wa);
+	printf("ssthresh_100=%u\nssthresh_3=%u\n", lia_ssthresh(&a, 100),
+	       lia_ssthresh(&a, 3));
+	return 0;
+}
+
+/* unMPTCPW: the split as delta, and its increase. */
+static int cmd_unmptcpw(void)
+{
+	struct mptcpw m;
+	u32 w = 100, i;
+
+	printf("delta_default=%u\ndelta_one=%u\ndelta_over=%u\n",
+	       unmptcpw_delta_q16(UNMPTCPW_SPLIT_X1024),
+	       unmptcpw_delta_q16(1024), unmptcpw_delta_q16(5000));
+	mptcpw_state_init(&m, 0, 0, TCPW_TAU_US_DEFAULT);
+	for (i = 0; i < 399; i++)
+		mptcpw_increase(&m, &w, 1, unmptcpw_delta_q16(UNMPTCPW_SPLIT_X1024));
+	printf("w_after_399=%u\n", w);
+	mptcpw_increase(&m, &w, 1, unmptcpw_delta_q16(UNMPTCPW_SPLIT_X1024));
+	printf("w_after_400=%u\n", w);
+	return 0;
+}
+
 /*
  * ABSE on a slow path (abse §2.1): rate_Bps, mss-byte segments, one ACK per
  * per_ack segments at even spacing, RTT = RTTmin = rtt_us, cwnd = the BDP
@@ -550,6 +748,14 @@ int main(int argc, char **argv)
 		return cmd_mptcpw_recovery();
 	if (!strcmp(argv[1], "abse"))
 		return cmd_abse();
+	if (!strcmp(argv[1], "illinois"))
+		return cmd_illinois();
+	if (!strcmp(argv[1], "highspeed"))
+		return cmd_highspeed();
+	if (!strcmp(argv[1], "lia"))
+		return cmd_lia();
+	if (!strcmp(argv[1], "unmptcpw"))
+		return cmd_unmptcpw();
 	if (!strcmp(argv[1], "abse_trace") && argc == 7)
 		return cmd_abse_trace((u32)strtoul(argv[2], NULL, 10),
 				      (u32)strtoul(argv[3], NULL, 10),
@@ -561,7 +767,8 @@ int main(int argc, char **argv)
 				 argv[4]);
 usage:
 	fprintf(stderr, "usage: harness tustin|ackcount|ssthresh|logww|btbe|mptcpw|"
-			"mptcpw_recovery|abse\n"
+			"mptcpw_recovery|abse|\n"
+			"               illinois|highspeed|lia|unmptcpw\n"
 			"       harness abse_trace <rate_Bps> <mss> <pkts_per_ack> <rtt_us> <s>\n"
 			"       harness climb <algo> <packets_per_ack> ack|packet\n");
 	return 2;

@@ -6,7 +6,9 @@
 #                 (algorithms, harness), and the BMv2 program into build/p4/
 #                 when p4c-bm2-ss is on PATH
 #   make demo     deps + venv + build, then run experiments/demo.toml
-#   make test     deps + venv + build, then the whole test suite
+#   make check    lint, then every test that needs no root (no netns, VM or
+#                 BMv2): the contributor's quick tier, under two minutes
+#   make test     deps + venv + build, then the whole test suite (what CI runs)
 #   make bench    benchmarks (figures, not pass/fail)
 #   make lint     ruff + mypy
 #
@@ -42,7 +44,7 @@ Q := @
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all deps venv build p4 demo test bench lint clean
+.PHONY: all deps venv build p4 demo check test bench lint clean
 
 all: build
 
@@ -100,6 +102,9 @@ build: $(BUILD)/bottleneck.bpf.o $(DELAY_OUT) p4
 
 demo: deps venv build
 	$(CCLAB) run experiments/demo.toml
+
+check: lint
+	$(PY) -m pytest -q -m "not root" $(PYTEST_ARGS)
 
 test: deps venv build
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -16,6 +16,7 @@ One idea per file:
 - qemu.py      one boot: the qemu command line and the process
 - run.py       one command in the VM (run_in_vm), one experiment (run_spec_in_vm)
 - bench.py     throughput through the VM's emulated bottleneck
+- baseline.py  a path's RTT by ping in the same run: what RTT checks bound the emulation's lift by
 - __main__.py  ``/usr/bin/python3 -m controller.vm build|info|run|bench`` (stdlib
                only: `make vm`, `make vm-test` and `make vm-bench` call it so)
 """

@@ -26,7 +26,7 @@ from controller.experiment import runner
 RATE_ERROR_MAX = 0.02
 #: the bisection stops when the lowest rate shown inaccurate is within this of the highest shown accurate
 BISECT_RESOLUTION = 0.02
-#: the first rate tried, as a share of the first ceiling measured (DESIGN.md's aim)
+#: the first rate tried, as a share of the first ceiling measured (the project's aim: 90 %)
 FIRST_TRY = 0.9
 #: "unshaped": a rate no veth path here reaches, so the shaper never holds back
 CEILING_MBPS = 100_000

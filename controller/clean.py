@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 from controller import cc, system
-from controller.dataplane import delayline, sysctls
-from controller.dataplane.kernel import remove_pins
+from controller.dataplane import delayline, remove_pins, sysctls
 from controller.fabric import ovs
 
 log = logging.getLogger(__name__)

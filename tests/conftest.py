@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from controller import clean
-from controller.dataplane import FlowKey, delayline, sysctls
-from controller.dataplane.bmv2 import Bmv2Bottleneck
-from controller.dataplane.kernel import KernelBottleneck, LinkParams
+from controller.dataplane import Bottleneck, FlowKey, LinkParams, delayline, sysctls
+from controller.dataplane.targets import Placement, make_bottleneck
 from controller.measure.metrics import binomial_interval
 
 REPO = Path(__file__).resolve().parents[1]
@@ -201,9 +200,7 @@ def compile_p4(out: Path) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def kernel_dumbbell(
-    run_id: str, params: LinkParams, static_arp: bool = False
-) -> Iterator[tuple[Any, KernelBottleneck]]:
+def kernel_dumbbell(run_id: str, params: LinkParams, static_arp: bool = False) -> Iterator[tuple[Any, Bottleneck]]:
     """A one-pair dumbbell of Linux bridges whose s1-eth1 -> s2-eth1 is the kernel target's bottleneck, with the
     host sysctls a run sets (the bridges without netfilter's hooks)."""
     from mininet.log import setLogLevel
@@ -216,12 +213,12 @@ def kernel_dumbbell(
     tuned = sysctls.NetworkSysctls(htb_links=True)
     topo = mod.Dumbbell(pairs=1)
     net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
-    dp = KernelBottleneck(run_id, "s1-eth1", "s2-eth1")
+    dp = make_bottleneck("kernel", Placement(run_id, "s1-eth1", "s2-eth1"))
     try:
         net.start()
         if static_arp:
             net.staticArp()
-        dp.setup(params, seed=7, use_delay=False)
+        dp.setup(params, seed=7)
         yield net, dp
     finally:
         dp.teardown()
@@ -232,7 +229,7 @@ def kernel_dumbbell(
 @contextmanager
 def bmv2_dumbbell(
     run_id: str, out: Path, flows: tuple[FlowKey, ...], params: LinkParams
-) -> Iterator[tuple[Any, Bmv2Bottleneck]]:
+) -> Iterator[tuple[Any, Bottleneck]]:
     """A one-pair dumbbell whose link is a BMv2 switch pl1 running bottleneck.p4 (compiled into out/), `flows` declared.
 
     Asserts that no switch runs before, and that none, nor its socket or pidfile, is left after.
@@ -255,7 +252,7 @@ def bmv2_dumbbell(
     p4 = dict(cls=node.Bmv2Switch, json_path=out / "bottleneck.json", p4info_path=out / "bottleneck.p4info.txtpb")
     topo = mod.GraphTopo(graph=graph, bmv2=True, p4_params={**p4, "log_dir": out})
     net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
-    dp: Bmv2Bottleneck | None = None
+    dp: Bottleneck | None = None
     try:
         net.start()
         net.staticArp()
@@ -263,8 +260,9 @@ def bmv2_dumbbell(
         sw = net.get("pl1")
         a, back = sw.intf("pl1-eth2"), sw.intf("pl1-eth1")
         routes = build.p4_routes(graph, graph.links[0], sw.ports[a], sw.ports[back])
-        dp = Bmv2Bottleneck(run_id, sw, sw.ports[a], "pl1-eth2", "s2-eth1", routes=routes, flows=flows)
-        dp.setup(params, seed=7, use_delay=False)
+        place = Placement(run_id, "pl1-eth2", "s2-eth1", flows, switch=sw, bottleneck_port=sw.ports[a], routes=routes)
+        dp = make_bottleneck("bmv2", place)
+        dp.setup(params, seed=7)
         yield net, dp
     finally:
         if dp is not None:

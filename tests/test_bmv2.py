@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from controller.dataplane import FlowCounters, FlowKey
+from controller.dataplane import FlowCounters, FlowKey, LinkParams
 from controller.dataplane.bmv2 import Bmv2Bottleneck, queue_rate_pps
-from controller.dataplane.kernel import LinkParams
 from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, P4C, bmv2_dumbbell, compile_p4, loss_interval
 from tests.conftest import pids as _pids  # noqa: F401 (tests/test_bmv2_run.py imports it from here)
 
@@ -87,6 +86,7 @@ def _params(rate_bps: int = FAST_BPS, queue_pkts: int = 1000, per: float = 0.0) 
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     out = tmp_path_factory.mktemp("p4")
     with bmv2_dumbbell("pytest-bmv2", out, (KEY,), _params()) as (net, dp):
+        assert isinstance(dp, Bmv2Bottleneck)  # its queue-depth histogram is read below
         yield Bed(net, dp)
 
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller.dataplane import FlowCounters, FlowKey
-from controller.dataplane.kernel import KernelBottleneck, LinkParams
+from controller.dataplane import Bottleneck, FlowCounters, FlowKey, LinkParams
 from tests.conftest import kernel_dumbbell, loss_interval
 
 pytestmark = pytest.mark.root
@@ -30,7 +29,7 @@ TOOL = Path(__file__).with_name("udp_tool.py")
 
 
 class Bed:
-    def __init__(self, net: Any, dp: KernelBottleneck) -> None:
+    def __init__(self, net: Any, dp: Bottleneck) -> None:
         self.net, self.dp = net, dp
 
     def flow(self) -> FlowCounters:
@@ -157,7 +156,7 @@ def shaped(bed: Bed) -> Iterator[Callable[[LinkParams], None]]:
 
     def program(params: LinkParams) -> None:
         bed.dp.teardown()
-        bed.dp.setup(params, seed=7, use_delay=False)
+        bed.dp.setup(params, seed=7)
 
     yield program
     program(LinkParams(rate_bps=1_000_000_000, queue_pkts=1000))

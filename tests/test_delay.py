@@ -1,7 +1,7 @@
 """cclab-delay, the delay line for kernels without netem, on a real Mininet dumbbell.
 
-The dumbbell's kernel bottleneck with its delay forced onto cclab-delay (also
-where the kernel has netem): base RTT against the spec, the RTT samples'
+The dumbbell's kernel bottleneck, and after it the link's delay element forced
+onto cclab-delay (also where the kernel has netem): base RTT against the spec, the RTT samples'
 spread, order and no loss under jitter, a delay change while traffic flows,
 and nothing left behind by teardown or `cclab clean`.
 
@@ -31,9 +31,11 @@ from typing import Any
 
 import pytest
 
-from controller.dataplane import DataPlaneError, delayline
+from controller import system
+from controller.dataplane import Bottleneck, DataPlaneError, LinkParams, delayline
+from controller.dataplane.delay import LinkDelay
 from controller.dataplane.delay import pick_element as pick_delay_element
-from controller.dataplane.kernel import KernelBottleneck, LinkParams
+from controller.dataplane.targets import Placement, make_bottleneck
 
 SRC, DST, PORT = "10.0.1.1", "10.0.2.1", 5401
 PROBE = struct.Struct("=QQ")
@@ -82,11 +84,8 @@ def _leftovers() -> list[str]:
 
 
 class Bed:
-    def __init__(self, net: Any, dp: KernelBottleneck) -> None:
-        self.net, self.dp = net, dp
-
-    def params(self, delay_ms: float, jitter_ms: float = 0.0) -> LinkParams:
-        return LinkParams(rate_bps=1_000_000_000, queue_pkts=1000, delay_ms=delay_ms, jitter_ms=jitter_ms)
+    def __init__(self, net: Any, dp: Bottleneck, line: LinkDelay) -> None:
+        self.net, self.dp, self.line = net, dp, line
 
     def ping_rtts_ms(self, count: int, interval_s: float) -> list[float]:
         proc = self.net.get("h1").popen(["ping", "-n", "-c", str(count), "-i", str(interval_s), DST], text=True)
@@ -116,21 +115,18 @@ def bed() -> Iterator[Bed]:
     setLogLevel("error")
     mod = load_topology_module()
     net = Mininet(mod.Dumbbell(pairs=1), switch=mod.CclabBridge, host=mod.CclabHost, controller=None)
-    dp = KernelBottleneck(
-        "pytest-delay",
-        "s1-eth1",
-        "s2-eth1",
-        fwd_delay_devs=("s2-eth2",),
-        rev_delay_devs=("s2-eth1",),
-        delay_choice=delayline.ELEMENT,
-    )
-    bed = Bed(net, dp)
+    dp = make_bottleneck("kernel", Placement("pytest-delay", "s1-eth1", "s2-eth1"))
+    # the link's delay element on the devices after it: s2 towards r1 (forward), s2 towards the link (reverse)
+    line = LinkDelay(("s2-eth2", "s2-eth1"), system.PIN_ROOT / "pytest-delay-d", delayline.ELEMENT, seed=11)
+    bed = Bed(net, dp, line)
     try:
         net.start()
-        dp.setup(bed.params(DELAY_MS), seed=11, use_delay=True)
+        dp.setup(LinkParams(rate_bps=1_000_000_000, queue_pkts=1000), seed=11)
+        line.setup(DELAY_MS, 0.0)
         bed.ping_rtts_ms(2, 0.1)  # ARP resolved before anything is measured
         yield bed
     finally:
+        line.teardown()
         dp.teardown()
         net.stop()
     assert not _leftovers(), f"left behind by teardown: {_leftovers()}"
@@ -138,7 +134,7 @@ def bed() -> Iterator[Bed]:
 
 @pytest.mark.root
 def test_base_rtt_within_half_a_millisecond_of_the_spec(bed: Bed) -> None:
-    assert bed.dp.delay_element == delayline.ELEMENT
+    assert bed.line.element == delayline.ELEMENT
     rtts = bed.ping_rtts_ms(100, 0.02)
     assert len(rtts) == 100, f"{100 - len(rtts)} pings lost"
     want = 2 * DELAY_MS
@@ -152,11 +148,11 @@ def test_base_rtt_within_half_a_millisecond_of_the_spec(bed: Bed) -> None:
 def test_jitter_keeps_order_and_drops_nothing(bed: Bed) -> None:
     """100 Mbit/s of datagrams 0.08 ms apart, jitter 5 ms: every one arrives, in order, within the bounds."""
     delay_ms, jitter_ms, count = 10.0, 5.0, 20_000
-    bed.dp.apply(bed.params(delay_ms, jitter_ms))
+    bed.line.apply(delay_ms, jitter_ms)
     try:
         got = bed.udp(count, 1000, 100e6)
     finally:
-        bed.dp.apply(bed.params(DELAY_MS))
+        bed.line.apply(DELAY_MS, 0.0)
     assert got["received"] == count, f"{count - got['received']} of {count} datagrams lost"
     assert got["reordered"] == 0, f"{got['reordered']} datagrams arrived out of order"
     owd = got["owd_ms"]
@@ -168,11 +164,11 @@ def test_jitter_keeps_order_and_drops_nothing(bed: Bed) -> None:
 def test_jitter_spreads_sparse_packets_uniformly(bed: Bed) -> None:
     """Datagrams 5 ms apart, jitter 2 ms (no packet waits for another): delays spread over [8, 12] ms."""
     delay_ms, jitter_ms, count = 10.0, 2.0, 600
-    bed.dp.apply(bed.params(delay_ms, jitter_ms))
+    bed.line.apply(delay_ms, jitter_ms)
     try:
         got = bed.udp(count, 1000, 1000 * 8 / 0.005)
     finally:
-        bed.dp.apply(bed.params(DELAY_MS))
+        bed.line.apply(DELAY_MS, 0.0)
     owd = got["owd_ms"]
     assert got["received"] == count and got["reordered"] == 0, got
     # uniform on [8, 12] ms has p10 = 8.4 and p90 = 11.6; the wire adds some 0.1 ms
@@ -181,7 +177,7 @@ def test_jitter_spreads_sparse_packets_uniformly(bed: Bed) -> None:
 
 
 def _assert_no_drops(bed: Bed) -> None:
-    stats = bed.dp.delay_stats_now()
+    stats = bed.line.stats_now()
     assert stats is not None, "cclab-delay is not running"
     lines = stats["lines"]
     assert all(ln["socket_drops"] == 0 and ln["tx_errors"] == 0 and ln["truncated"] == 0 for ln in lines), lines
@@ -189,11 +185,11 @@ def _assert_no_drops(bed: Bed) -> None:
 
 @pytest.mark.root
 def test_delay_change_while_running(bed: Bed) -> None:
-    bed.dp.apply(bed.params(5.0))
+    bed.line.apply(5.0, 0.0)
     try:
         rtts = bed.ping_rtts_ms(20, 0.05)[5:]  # those sent after the old delay drained
     finally:
-        bed.dp.apply(bed.params(DELAY_MS))
+        bed.line.apply(DELAY_MS, 0.0)
     p50 = statistics.median(rtts)
     assert 10.0 <= p50 <= 10.0 + RTT_TOLERANCE_MS, f"median RTT {p50:.3f} ms after the change to 5 ms one way"
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import spec
+from controller.dataplane import targets
 from controller.experiment import runner
 
 RATE_ERROR_MAX = 0.02
@@ -29,7 +30,8 @@ BISECT_RESOLUTION = 0.02
 FIRST_TRY = 0.9
 #: "unshaped": a rate no veth path here reaches, so the shaper never holds back
 CEILING_MBPS = 100_000
-TARGETS = ("kernel", "bmv2")
+#: the targets cclab builds here (the registry's, those in a Mininet network)
+TARGETS = targets.in_mininet()
 
 
 @dataclass

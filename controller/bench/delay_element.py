@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from controller import system
-from controller.dataplane import sysctls
-from controller.dataplane.kernel import KernelBottleneck, LinkParams
+from controller.dataplane import Bottleneck, LinkParams, sysctls
+from controller.dataplane.delay import LinkDelay, pick_element
+from controller.dataplane.targets import Placement, make_bottleneck
 from controller.network import mininet as topology
 from hosts import traffic
 
@@ -40,7 +41,9 @@ def _delay_ok(p: dict[str, Any]) -> bool:
     )
 
 
-def delay_point(net: Any, dp: Any, rate_mbps: float, seconds: float, probe: Path) -> dict[str, Any]:
+def delay_point(
+    net: Any, dp: Bottleneck, line: LinkDelay, rate_mbps: float, seconds: float, probe: Path
+) -> dict[str, Any]:
     """One saturating cubic flow h1 -> r1 at rate_mbps through the delay; a one-way probe r1 -> h1 beside it.
 
     The probe (1000 datagrams/s) crosses the reverse delay line but not the
@@ -49,8 +52,8 @@ def delay_point(net: Any, dp: Any, rate_mbps: float, seconds: float, probe: Path
     """
 
     h1, r1 = net.get("h1"), net.get("r1")
-    dp.apply(LinkParams(rate_bps=int(rate_mbps * 1e6), queue_pkts=1000, delay_ms=DELAY_BENCH_MS))
-    before = (dp.delay_stats_now() or {}).get("lines", [])
+    dp.apply(LinkParams(rate_bps=int(rate_mbps * 1e6), queue_pkts=1000))
+    before = (line.stats_now() or {}).get("lines", [])
     srv = r1.popen(["iperf3", "-s", "-1", "-B", DUMBBELL_R1, "-p", "5311"], stdout=subprocess.DEVNULL)
     rx = h1.popen([sys.executable, str(probe), "recv", DUMBBELL_H1, str(DELAY_PROBE_PORT), "1.0"], text=True)
     try:
@@ -79,7 +82,7 @@ def delay_point(net: Any, dp: Any, rate_mbps: float, seconds: float, probe: Path
                 p.wait()
     end = json.loads(out)["end"]
     achieved = float(end["sum_received"]["bits_per_second"])
-    after = dp.delay_stats_now() or {}
+    after = line.stats_now() or {}
     drops = sum(a["socket_drops"] + a["tx_errors"] for a in after.get("lines", [])) - sum(
         b["socket_drops"] + b["tx_errors"] for b in before
     )
@@ -114,12 +117,15 @@ def delay(
 
     system.require_root()
     say = progress or (lambda _m: None)
+    element = pick_element()  # before anything is built: none here is one line saying why
     setLogLevel("error")
     mod = topology.load_topology_module()
     tuned = sysctls.NetworkSysctls(htb_links=True)
     topo = mod.Dumbbell(pairs=1)
     net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
-    dp = KernelBottleneck("bench-delay", "s1-eth1", "s2-eth1", fwd_delay_devs=("s2-eth2",), rev_delay_devs=("s2-eth1",))
+    dp = make_bottleneck("kernel", Placement("bench-delay", "s1-eth1", "s2-eth1"))
+    # the delay element on the devices after the link: s2 towards r1 (forward), s2 towards the link (reverse)
+    line = LinkDelay(("s2-eth2", "s2-eth1"), system.PIN_ROOT / "bench-delay-d", element, seed=1)
     probe = system.REPO / "tests" / "test_delay.py"
     points: list[dict[str, Any]] = []
     try:
@@ -131,18 +137,19 @@ def delay(
                 ("net.ipv4.tcp_wmem", f"4096 16384 {bufs}"),
             ):
                 mod._run(h, ["sysctl", "-q", "-w", f"{name}={value}"])
-        dp.setup(LinkParams(rate_bps=int(rates_mbps[0] * 1e6), queue_pkts=1000, delay_ms=DELAY_BENCH_MS), 1, True)
+        dp.setup(LinkParams(rate_bps=int(rates_mbps[0] * 1e6), queue_pkts=1000), seed=1)
+        line.setup(DELAY_BENCH_MS, 0.0)
         misses = 0
         for r in rates_mbps:
-            say(f"{dp.delay_element}: {r:g} Mbit/s")
-            p = delay_point(net, dp, r, seconds, probe)
+            say(f"{line.element}: {r:g} Mbit/s")
+            p = delay_point(net, dp, line, r, seconds, probe)
             points.append(p)
             ok = _delay_ok(p)
             misses = 0 if ok else misses + 1
             if misses == 2:
                 break
-        element = dp.delay_element
     finally:
+        line.teardown()
         dp.teardown()
         net.stop()
         tuned.restore()

@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 from controller import system
-from controller.dataplane import FlowKey
-from controller.dataplane.kernel import KernelBottleneck, LinkParams
+from controller.dataplane import Bottleneck, FlowKey, LinkParams
+from controller.dataplane.kernel import KernelBottleneck
+from controller.dataplane.targets import Placement, make_bottleneck
 from controller.measure.monitor import Monitor, MonitoredFlow, MonitoredLink
 
 
@@ -32,16 +33,17 @@ def controller_polling(
         src, dst = ipaddress.IPv4Address(0x0A000000 + i), ipaddress.IPv4Address(0x0A010000 + i)
         key = FlowKey(str(src), str(dst), 40000 + i % 20000, 5201, 6)
         monitored.append(MonitoredFlow(f"f{i + 1}", "cubic", key, "h1", tuple(ids)))
-    dps: list[KernelBottleneck] = []
+    dps: list[Bottleneck] = []
     devs: list[str] = []
     try:
         for n, lid in enumerate(ids):
             a, b = f"cclab-bench{2 * n}", f"cclab-bench{2 * n + 1}"
             system.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b])
             devs.append(a)
-            dp = KernelBottleneck(f"bench-controller-{lid}", a, b)
+            dp = make_bottleneck("kernel", Placement(f"bench-controller-{lid}", a, b))
             dps.append(dp)
-            dp.setup(LinkParams(rate_bps=1_000_000_000, queue_pkts=100), seed=1, use_delay=False)
+            dp.setup(LinkParams(rate_bps=1_000_000_000, queue_pkts=100), seed=1)
+            assert isinstance(dp, KernelBottleneck)  # its flow map is filled below
             fmap = dp._maps["bn_flows"]
             for mf in monitored:
                 k = mf.key

@@ -1,13 +1,17 @@
-"""Data-plane drivers: one per target, one contract (docs/conformance.md).
+"""Data-plane targets: one per kind of switch, one contract (docs/dataplane-contract.md).
 
-A driver programs the bottleneck (rate, drop-tail queue, delay, random loss),
-changes those while running, and reads per-flow counters keyed by 5-tuple.
+A target programs the bottleneck (rate, drop-tail queue, random loss; delay
+only where it `delays_itself`), changes those while running, and reads
+per-flow counters keyed by 5-tuple.  `Bottleneck` is what every target
+implements; controller/dataplane/targets.py makes them by name.
 """
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 
 class DataPlaneError(RuntimeError):
@@ -56,3 +60,72 @@ class Snapshot:
         """Packets in the queue (and on the link): offered minus left minus dropped."""
         k = self.link
         return max(0, k.enq_pkts - k.fwd_pkts - k.rnd_drop_pkts - k.q_drop_pkts)
+
+
+@dataclass
+class LinkParams:
+    """The bottleneck's parameters at one moment (the contract's knobs)."""
+
+    rate_bps: int
+    queue_pkts: int | None = None
+    queue_bytes: int | None = None
+    delay_ms: float = 0.0
+    """One-way delay: a target that does not delay by itself ignores it (the link's delay element has it)."""
+    jitter_ms: float = 0.0
+    per: float = 0.0
+    ge: tuple[float, float, float, float] | None = None
+    """Gilbert-Elliott (p_gb, p_bg, loss_good, loss_bad), or None for i.i.d."""
+    shaper: str = "htb"
+    mtu: int = 1500
+
+
+class Bottleneck(Protocol):
+    """One emulated bottleneck direction on a target: the verbs the runner, the monitor and the tests call.
+
+    Every target implements every verb; one it has nothing to do for is a
+    no-op whose docstring says why.
+    """
+
+    delays_itself: ClassVar[bool]
+    """True: the target holds packets for `LinkParams.delay_ms` itself, and the runner adds no delay
+    element to its links; False: it never touches delay (the link's netem or cclab-delay has it)."""
+
+    @property
+    def egress_dev(self) -> str:
+        """A: the device (or switch port's interface) where the link's queue is."""
+        ...
+
+    @property
+    def ingress_dev(self) -> str:
+        """B: A's peer, where the link ends."""
+        ...
+
+    def setup(self, params: LinkParams, seed: int) -> None:
+        """Program the link; on any failure undo what was done and raise DataPlaneError."""
+        ...
+
+    def apply(self, params: LinkParams) -> None:
+        """Change rate and loss (and delay, where it delays itself) while traffic flows."""
+        ...
+
+    def read(self) -> Snapshot:
+        """Every counter now: per declared (or seen) flow and for the link."""
+        ...
+
+    def wait_drained(self, timeout_s: float = 3.0) -> bool:
+        """Return once a read finds the queue empty (True), or False after the timeout."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about this target and its settings."""
+        ...
+
+    def teardown(self) -> None:
+        """Remove what set-up made; safe to call twice and after a partial set-up."""
+        ...
+
+
+def remove_pins(path: Path) -> None:
+    """Unlink a pinned-object directory tree (bpffs needs unlink, not rmtree of files)."""
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)

@@ -33,17 +33,14 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from controller import system
-from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, Snapshot
-from controller.dataplane.kernel import LinkParams
+from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, LinkParams, Snapshot
+from controller.dataplane.p4common import DRAIN_MARGIN_S, FALLBACK_INDEX, Route, frame_bytes, loss_threshold
 
 log = logging.getLogger(__name__)
 
-ETH_HLEN = 14
-PROB_MAX = (1 << 32) - 1
-FALLBACK_INDEX = 0
 FLOW_SLOTS = 1024
 QDEPTH_SLOTS = 1024
 #: BMv2's own queue depth: deeper than any limit the program enforces, so the TM never drops
@@ -52,22 +49,10 @@ MAX_QUEUE_PKTS = 1_000_000
 QUEUE_UNLIMITED = (1 << 32) - 1
 #: the smallest frame a queue in bytes can hold: bounds how many packets it holds
 MIN_FRAME_BYTES = 60
-#: slack on the time a full queue takes to drain, seconds (also the drain poll interval)
-DRAIN_MARGIN_S = 0.05
 
 
 class Bmv2Error(DataPlaneError):
     """The BMv2 data plane could not be programmed or read; the message says what to do."""
-
-
-def loss_threshold(p: float) -> int:
-    """p in [0, 1] as the 32-bit threshold a uniform 32-bit draw is compared against."""
-    return min(PROB_MAX, int(round(p * (1 << 32))))
-
-
-def frame_bytes(mtu: int) -> int:
-    """A full-size frame on the wire as BMv2 counts it (Ethernet header, no FCS)."""
-    return mtu + ETH_HLEN
 
 
 def queue_rate_pps(rate_bps: int, mtu: int) -> int:
@@ -89,18 +74,6 @@ def queue_depth_pkts(p: LinkParams) -> int:
     return p.queue_pkts or 100
 
 
-@dataclass(frozen=True)
-class Route:
-    """An ipv4_forward entry: destination prefix -> switch port."""
-
-    prefix: str
-    """e.g. 10.0.1.1/32 or 10.0.2.0/24."""
-    port: int
-    """BMv2 port number (Mininet's port number of the switch interface)."""
-    bottleneck: bool = False
-    """Whether the port is the bottleneck port (its traffic is counted)."""
-
-
 #: the program's per-flow counters and the FlowCounters fields (packets, bytes) each fills
 _COUNTERS = {
     "offered": ("enq_pkts", "enq_bytes"),
@@ -114,6 +87,8 @@ _COUNTERS = {
 class Bmv2Bottleneck:
     """One emulated bottleneck on a BMv2 switch node (mininet/p4switch.py)."""
 
+    delays_itself: ClassVar[bool] = False
+    """The link's delay node carries the delay (controller/dataplane/delay.py), not the switch."""
     run_id: str
     switch: Any
     """The Bmv2Switch node: its P4Runtime client and Thrift CLI."""
@@ -144,11 +119,9 @@ class Bmv2Bottleneck:
 
     # --- set-up ------------------------------------------------------------
 
-    def setup(self, params: LinkParams, seed: int, use_delay: bool) -> None:
+    def setup(self, params: LinkParams, seed: int) -> None:
         """Program routes, flows, queue and loss; on failure undo and raise.  Delay is the link's delay
-        node's (controller/dataplane/delay.py): `use_delay` must be False."""
-        if use_delay:
-            raise Bmv2Error("bmv2 data plane: delay is set on the link's delay node, not on the switch")
+        node's (controller/dataplane/delay.py): params.delay_ms is not the switch's."""
         del seed  # BMv2's random() draws from the switch's own generator: see p4/README.md
         try:
             c = self.client
@@ -208,6 +181,7 @@ class Bmv2Bottleneck:
         """What the manifest records about this target."""
         p = self._params
         return {
+            "target": "bmv2",
             "switch": "simple_switch_grpc",
             "bottleneck_port": self.bottleneck_port,
             "frame_bytes": frame_bytes(p.mtu) if p else None,
@@ -276,19 +250,20 @@ class Bmv2Bottleneck:
             return 0.0
         return queue_depth_pkts(p) / queue_rate_pps(p.rate_bps, p.mtu) + DRAIN_MARGIN_S
 
-    def wait_drained(self, timeout_s: float = 3.0, interval_s: float = DRAIN_MARGIN_S) -> bool:
+    def wait_drained(self, timeout_s: float = 3.0) -> bool:
         """Poll until a read finds the queue empty (the link's counters balance); False after the timeout."""
         self.read()
         deadline = time.monotonic() + max(timeout_s, 2 * self.drain_time_s())
         while not self.quiescent:
             if time.monotonic() > deadline:
                 return False
-            time.sleep(interval_s)  # polling interval
+            time.sleep(DRAIN_MARGIN_S)  # polling interval
             self.read()
         return True
 
     # --- teardown ----------------------------------------------------------
 
     def teardown(self) -> None:
-        """Forget the parameters; the switch's state goes with the switch (Mininet stops it)."""
+        """Nearly a no-op: forget the parameters.  The tables, registers and counters are the switch process's
+        and go with it (Mininet stops the switch node); deleting entries first would only cost time."""
         self._params = None

@@ -4,8 +4,9 @@ Every link with a delay has a delay node d<link> in its middle
 (mininet/topologies.py); its port towards b delays a -> b and its port towards
 a delays b -> a.  Both are after the link's rate limiter and its queue, so the
 queue never holds packets of the delay line (netem gets a large limit of its
-own).  The same element serves every target: the kernel and bmv2 data planes
-program rate, queue and loss; this programs delay.
+own).  The same element serves every target that does not delay by itself
+(`Bottleneck.delays_itself` False: kernel, bmv2, tofino): the target programs
+rate, queue and loss and never touches delay; this programs delay.
 
 The element is chosen before anything is built (`pick_element`): "auto" is
 netem where the kernel has it, else cclab-delay, the user-space delay line in

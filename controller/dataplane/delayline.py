@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from controller import bpf, system
+from controller.dataplane import remove_pins
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,4 @@ class DelayLine:
             if Path(f"/sys/class/net/{a}").exists():
                 system.run(["ip", "link", "del", a], check=False)
         self._captures.clear()
-        if self.pin.exists():
-            from controller.dataplane.kernel import remove_pins
-
-            remove_pins(self.pin)
+        remove_pins(self.pin)

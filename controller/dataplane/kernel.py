@@ -1,4 +1,4 @@
-"""The kernel target: tc qdiscs for rate, queue and delay; BPF for loss and counters.
+"""The kernel target: tc qdiscs for rate and queue; BPF for loss and counters.
 
 Layout on the bottleneck link A -> B (A, B a veth pair):
 
@@ -10,10 +10,9 @@ Layout on the bottleneck link A -> B (A, B a veth pair):
                                         unowned clone: dataplane/sysctls.py)
     kfree_skb: bn_qdrop                (queue drops on A, per flow)
     B ingress: clsact / bn_link        (random loss on the wire, forwarded)
-    delay:     on the devices after the link in each direction (never on
-               the rate limiter: its queue would then hold packets in the
-               delay line too): netem with a large limit where the kernel
-               has it, else cclab-delay (controller/dataplane/delayline.py)
+
+Delay is not this target's (delays_itself is False): the link's delay
+element on the devices after it has it (controller/dataplane/delay.py).
 
 Nothing here is a shell string; every tc call is an argument list.
 """
@@ -22,17 +21,15 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
 import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from controller import bpf, system
-from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, Snapshot
-from controller.dataplane.delay import LinkDelay, pick_element
+from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, LinkParams, Snapshot, remove_pins
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +43,8 @@ _ONLY = b"\0" * 4
 PROB_ONE = 1 << 32
 #: Ethernet header + FCS-less frame: the wire MTU of a veth frame.
 ETH_HLEN = 14
+#: how often wait_drained reads the counters, seconds
+DRAIN_POLL_S = 0.02
 
 
 def prob_threshold(p: float) -> int:
@@ -77,44 +76,20 @@ def htb_burst_bytes(rate_bps: int, mtu: int) -> int:
 
 
 @dataclass
-class LinkParams:
-    """The bottleneck's parameters at one moment (the contract's knobs)."""
-
-    rate_bps: int
-    queue_pkts: int | None = None
-    queue_bytes: int | None = None
-    delay_ms: float = 0.0
-    jitter_ms: float = 0.0
-    per: float = 0.0
-    ge: tuple[float, float, float, float] | None = None
-    """Gilbert-Elliott (p_gb, p_bg, loss_good, loss_bad), or None for i.i.d."""
-    shaper: str = "htb"
-    mtu: int = 1500
-
-
-@dataclass
 class KernelBottleneck:
     """One emulated bottleneck link on the kernel data plane."""
+
+    delays_itself: ClassVar[bool] = False
+    """Delaying on the rate limiter's device would put the delay line's packets in the queue: the link's
+    delay element, after the link, has it."""
 
     run_id: str
     egress_dev: str
     """A: the rate limiter's device."""
     ingress_dev: str
     """B: A's veth peer, where the link ends."""
-    fwd_delay_devs: tuple[str, ...] = ()
-    """Devices after the link in the forward direction (netem there)."""
-    rev_delay_devs: tuple[str, ...] = ()
-    """Devices in the reverse direction (netem there)."""
-    delay_choice: str = "auto"
-    """One of delay.ELEMENTS: "auto" takes netem where the kernel has it, else cclab-delay."""
-    delay_applied: bool = field(default=False, init=False)
-    delay_element: str | None = field(default=None, init=False)
-    """What delays the packets once set up: "netem", "cclab-delay", or None."""
-    delay_stats: dict[str, Any] | None = field(default=None, init=False)
-    """cclab-delay's last counters (drops, lateness), kept by teardown."""
     owned_pkts: int | None = field(default=None, init=False)
     """Packets that reached the queue still owned by their socket (bn_enqueue freed each), kept by teardown."""
-    _delay: LinkDelay | None = field(default=None, init=False)
     _pin: Path = field(init=False)
     _maps: dict[str, bpf.BpfMap] = field(default_factory=dict, init=False)
     _tp_fd: int = field(default=-1, init=False)
@@ -127,17 +102,16 @@ class KernelBottleneck:
 
     # --- set-up ------------------------------------------------------------
 
-    def setup(self, params: LinkParams, seed: int, use_delay: bool) -> None:
+    def setup(self, params: LinkParams, seed: int) -> None:
         """Program the link; on any failure, undo what was done and raise."""
         if not OBJECT.exists():
             raise DataPlaneError(f"{OBJECT} is missing; run `make build`")
         system.require_tools("tc", "bpftool")
-        element = pick_element(self.delay_choice) if use_delay else None
         system.ensure_bpffs()
         try:
             self._load_bpf()
             self._seed(seed)
-            self._install_qdiscs(params, element, seed)
+            self._install_qdiscs(params)
             self._attach()
             self.apply(params)
         except (system.SystemError_, bpf.BpfError) as exc:
@@ -172,7 +146,7 @@ class KernelBottleneck:
     def _tc(self, *args: str) -> None:
         system.run(["tc", *args])
 
-    def _install_qdiscs(self, p: LinkParams, element: str | None, seed: int) -> None:
+    def _install_qdiscs(self, p: LinkParams) -> None:
         a, b = self.egress_dev, self.ingress_dev
         for dev in (a, b):
             self._devs_touched.append(dev)
@@ -181,15 +155,6 @@ class KernelBottleneck:
             self._tc("qdisc", "replace", "dev", a, "root", "handle", "1:", "htb", "default", "1")
         self._shape("replace", p)
         self._tc("qdisc", "replace", "dev", a, "parent", "1:1", "handle", "10:", *self._queue_args(p))
-        if element is not None:
-            self._install_delay(p, element, seed)
-
-    def _install_delay(self, p: LinkParams, element: str, seed: int) -> None:
-        """The delay element on the devices after the link (the schedule may raise a delay of 0 later)."""
-        self._delay = LinkDelay(self.fwd_delay_devs + self.rev_delay_devs, self._pin / "delay", element, seed)
-        self._delay.setup(p.delay_ms, p.jitter_ms)
-        self.delay_element = element
-        self.delay_applied = True
 
     def _shape(self, verb: str, p: LinkParams) -> None:
         """Create ("replace") or retune ("change") the rate limiter on A."""
@@ -217,7 +182,8 @@ class KernelBottleneck:
     # --- while running -----------------------------------------------------
 
     def apply(self, p: LinkParams) -> None:
-        """Set loss and (if changed) rate and delay; safe while traffic flows."""
+        """Set loss and (if changed) the rate; safe while traffic flows.  The queue limit and the shaper are
+        set-up's (a new limit: teardown, then setup)."""
         ge = p.ge or (0.0, 1.0, 0.0, 0.0)
         cfg = _CONFIG.pack(
             prob_threshold(p.per if p.ge is None else 0.0),
@@ -230,14 +196,20 @@ class KernelBottleneck:
         old = self._params
         if old is not None and old.rate_bps != p.rate_bps:
             self._shape("change", p)
-        if old is not None and self.delay_applied and (old.delay_ms, old.jitter_ms) != (p.delay_ms, p.jitter_ms):
-            assert self._delay is not None
-            self._delay.apply(p.delay_ms, p.jitter_ms)
         self._params = p
 
-    def delay_stats_now(self) -> dict[str, Any] | None:
-        """The delay element's counters while it runs (cclab-delay's; None for netem or no delay)."""
-        return self._delay.stats_now() if self._delay is not None else None
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about this target."""
+        p = self._params
+        return {
+            "target": "kernel",
+            "shaper": p.shaper if p else None,
+            "burst_bytes": htb_burst_bytes(p.rate_bps, p.mtu) if p else None,
+            "queue": self._queue_args(p) if p else None,
+            "loss_threshold": prob_threshold(p.per) if p and p.ge is None else None,
+            "gilbert_elliott": list(p.ge) if p and p.ge is not None else None,
+            "pins": str(self._pin),
+        }
 
     def read(self) -> Snapshot:
         """All counters now: one batch read of the flow map, one of the link."""
@@ -254,14 +226,21 @@ class KernelBottleneck:
             snap.link = FlowCounters(*_CTR.unpack(link))
         return snap
 
+    def wait_drained(self, timeout_s: float = 3.0) -> bool:
+        """Poll until a read finds the queue empty; False after the timeout.  The counters are exact and
+        timely (offered at A's egress hook, queue drops as the qdisc frees them, forwarded at B), so the
+        queue is empty when they balance."""
+        deadline = time.monotonic() + timeout_s
+        while self.read().backlog_pkts > 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(DRAIN_POLL_S)
+        return True
+
     # --- teardown ----------------------------------------------------------
 
     def teardown(self) -> None:
         """Remove everything set-up made; safe to call twice and after a partial set-up."""
-        if self._delay is not None:
-            self._delay.teardown()
-            self.delay_stats = self._delay.stats
-            self._delay = None
         owned = self._maps.get("bn_owned")
         raw = owned.lookup(_ONLY) if owned is not None else None
         if raw is not None:
@@ -278,12 +257,4 @@ class KernelBottleneck:
                     system.run(["tc", "qdisc", "del", "dev", dev, parent], check=False)
         self._devs_touched.clear()
         self._params = None
-        self.delay_applied = False
-        self.delay_element = None
         remove_pins(self._pin)
-
-
-def remove_pins(path: Path) -> None:
-    """Unlink a pinned-object directory tree (bpffs needs unlink, not rmtree of files)."""
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)

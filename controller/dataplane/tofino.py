@@ -14,8 +14,9 @@ Layout on the bottleneck port:
     egress:   Random<bit<32>> against loss_decide's range entry [0, threshold)
               -> random_drops, else forwarded; queue_depth histogram
 
-Queue drops are derived as on BMv2 (controller/dataplane/bmv2.py): the same
-counters, the same bound on the backlog.
+Queue drops are derived from the same counters as on BMv2 (offered less
+forwarded less random drops, less what the queue can still hold).  Delay is
+not the switch's: an external delay element on the link carries it.
 """
 
 from __future__ import annotations
@@ -24,17 +25,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, Snapshot
-from controller.dataplane.bmv2 import (
-    DRAIN_MARGIN_S,
-    FALLBACK_INDEX,
-    Route,
-    frame_bytes,
-    loss_threshold,
-)
-from controller.dataplane.kernel import LinkParams
+from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, LinkParams, Snapshot
+from controller.dataplane.p4common import DRAIN_MARGIN_S, FALLBACK_INDEX, Route, frame_bytes, loss_threshold
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +69,8 @@ def _client(address: str, device_id: int) -> Any:
 class TofinoBottleneck:
     """One emulated bottleneck on a Tofino switch (program p4/tna/bottleneck.p4)."""
 
+    delays_itself: ClassVar[bool] = False
+    """The TNA program holds no packet for a time: delay needs a delay element on the link."""
     run_id: str
     bottleneck_port: int
     """Device port (dev_port) of the bottleneck."""
@@ -101,11 +97,10 @@ class TofinoBottleneck:
 
     # --- set-up ------------------------------------------------------------
 
-    def setup(self, params: LinkParams, seed: int, use_delay: bool) -> None:
-        """Connect, install routes and flows, shape the port, set loss; on failure undo and raise."""
+    def setup(self, params: LinkParams, seed: int) -> None:
+        """Connect, install routes and flows, shape the port, set loss; on failure undo and raise.
+        params.delay_ms is not the switch's (delays_itself is False)."""
         del seed  # Tofino's Random<> extern is not seedable from the control plane
-        if use_delay and params.delay_ms > 0:
-            raise TofinoError("delay on the tofino target needs an external delay box; set delay_ms = 0")
         self._gc, self._iface = _client(self.address, self.device_id)
         self._info = self._iface.bfrt_info_get(PROGRAM)
         self._target = self._gc.Target(device_id=self.device_id, pipe_id=0xFFFF)
@@ -147,6 +142,22 @@ class TofinoBottleneck:
         except Exception as exc:
             self.teardown()
             raise TofinoError(f"tofino data plane: {exc}") from None
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about this target."""
+        p = self._params
+        return {
+            "target": "tofino",
+            "switch": "bf_switchd",
+            "bfrt": self.address,
+            "device_id": self.device_id,
+            "bottleneck_port": self.bottleneck_port,
+            "frame_bytes": frame_bytes(p.mtu) if p else None,
+            "queue_cells": queue_cells(p) if p else None,
+            "loss_threshold": loss_threshold(p.per) if p else None,
+            "random_seeded": False,
+            "flows": {str(i): list(k) for i, k in enumerate(self.flows, 1)},
+        }
 
     # --- while running -----------------------------------------------------
 

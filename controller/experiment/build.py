@@ -11,15 +11,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from controller import system
-from controller.dataplane import DataPlaneError, FlowKey, delay, sysctls
-from controller.dataplane.bmv2 import Bmv2Bottleneck, Route
-from controller.dataplane.kernel import KernelBottleneck, LinkParams
-from controller.experiment.preflight import P4_INFO, P4_JSON, RunError
+from controller.dataplane import Bottleneck, DataPlaneError, FlowKey, LinkParams, delay, sysctls
+from controller.dataplane.p4common import Route
+from controller.dataplane.targets import Placement, make_bottleneck
+from controller.experiment.preflight import P4_INFO, P4_JSON, RunError, delay_element_links
 from controller.fabric.fabric import CountedFlow, OvsFabric, mininet_ports
 from controller.measure.monitor import Monitor, MonitoredFlow
 from controller.network import EmulatedLink, Graph, Link, LinkSpec, subnet
@@ -169,7 +169,6 @@ def subflows(f: Flow, i: int) -> list[tuple[int, int, int]]:
     return out
 
 
-Dataplane = KernelBottleneck | Bmv2Bottleneck
 Traffic = IperfFlow | UdpOnOffFlow | MptcpFlow
 
 
@@ -185,7 +184,7 @@ class Experiment:
     monitored: list[MonitoredFlow] = field(default_factory=list)
     counted: list[Counted] = field(default_factory=list)
     """every counted 5-tuple: the flows, an mptcp flow's subflows"""
-    dps: dict[str, Dataplane] = field(default_factory=dict)
+    dps: dict[str, Bottleneck] = field(default_factory=dict)
     """emulated link id -> its data plane"""
     delays: dict[str, delay.LinkDelay] = field(default_factory=dict)
     """link id -> its delay element"""
@@ -284,32 +283,26 @@ class Experiment:
             at = 1 if bmv2 or self.ovs else 0
             a = _intf_towards(net, nodes[at], nodes[at + 1])
             b = _intf_towards(net, nodes[at + 1], nodes[at])
-            keys = tuple(c.key for c in self.counted if e in c.path.links)
-            dp: Dataplane
+            place = Placement(
+                run_id=f"{self.run_dir.name}-{e.id}",
+                egress_dev=str(a),
+                ingress_dev=str(b),
+                flows=tuple(c.key for c in self.counted if e in c.path.links),
+            )
             if bmv2:
                 sw = net.get(nodes[1])
                 back = _intf_towards(net, nodes[1], nodes[0])
-                dp = Bmv2Bottleneck(
-                    run_id=f"{self.run_dir.name}-{e.id}",
-                    switch=sw,
-                    bottleneck_port=sw.ports[a],
-                    egress_dev=str(a),
-                    ingress_dev=str(b),
-                    routes=p4_routes(graph, e.link, sw.ports[a], sw.ports[back]),
-                    flows=keys,
-                )
-            else:
-                dp = KernelBottleneck(run_id=f"{self.run_dir.name}-{e.id}", egress_dev=str(a), ingress_dev=str(b))
+                routes = p4_routes(graph, e.link, sw.ports[a], sw.ports[back])
+                place = replace(place, switch=sw, bottleneck_port=sw.ports[a], routes=routes)
+            dp = make_bottleneck(self.spec.dataplane, place)
             self.teardowns.append(dp.teardown)
             params = link_params(e.spec)
-            dp.setup(params, seed=self.spec.seed + len(self.dps), use_delay=False)
+            dp.setup(params, seed=self.spec.seed + len(self.dps))
             self.rate_now[e.id] = params.rate_bps
             self.dps[e.id] = dp
         if self.delay_element is None:
             return
-        for link in graph.links:
-            if not link.spec.has_delay:
-                continue
+        for link in delay_element_links(graph, self.spec.dataplane):
             d = mod.delay_node(link)
             nodes = mod.chain(graph, link, bmv2, self.ovs)
             i = nodes.index(d)
@@ -454,8 +447,7 @@ class Experiment:
             entry: dict[str, Any] = {"id": e.id, "from": e.src, "to": e.dst}
             if dp is not None:
                 entry["devices"] = [dp.egress_dev, dp.ingress_dev]
-                if isinstance(dp, Bmv2Bottleneck):
-                    entry["bmv2"] = dp.describe()
+                entry[self.spec.dataplane] = dp.describe()
             out.append(entry)
         for lid, d in self.delays.items():
             out.append({"id": lid, "delay_element": d.element, "devices": list(d.devs), "delay_ms": d.delay_ms})

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from controller import capabilities, cc, system
 from controller.dataplane import DataPlaneError, delay
+from controller.dataplane.targets import target
+from controller.network import Graph, Link
 from controller.spec import Spec
 
 #: what the bmv2 target needs on PATH (controller.capabilities decides what this machine can do)
@@ -18,8 +20,16 @@ class RunError(RuntimeError):
     """The experiment could not run; the message is one line with the fix."""
 
 
+def delay_element_links(graph: Graph, dataplane: str) -> list[Link]:
+    """The links whose delay a delay element carries: every link with a delay, unless the target delays by
+    itself (it then has the delay in its LinkParams, and the link gets no delay element)."""
+    if target(dataplane).cls.delays_itself:
+        return []
+    return [lk for lk in graph.links if lk.spec.has_delay]
+
+
 def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, list[str]]:
-    """Raise RunError for what cannot run; return (the delay element, None for no delay; notes)."""
+    """Raise RunError for what cannot run; return (the delay element, None where no link needs one; notes)."""
     notes: list[str] = []
     missing = dataplane_missing(spec.dataplane)
     if missing:
@@ -49,8 +59,9 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
                 f"unload it first: cclab cc unload {algo}"
             )
     element = None
-    if spec.wants_delay:
-        delays = sorted({lk.spec.delay_ms for lk in spec.graph.links if lk.spec.has_delay})
+    delayed = delay_element_links(spec.graph, spec.dataplane)
+    if delayed:
+        delays = sorted({lk.spec.delay_ms for lk in delayed})
         shown = ", ".join(f"{d:g}" for d in delays)
         try:
             element = delay.pick_element(spec.delay_element)

@@ -19,9 +19,8 @@ from typing import Any
 
 from controller import cc, system
 from controller.dataplane import DataPlaneError
-from controller.dataplane.bmv2 import Bmv2Bottleneck
 from controller.experiment.build import Experiment
-from controller.experiment.preflight import RunError, preflight
+from controller.experiment.preflight import RunError, delay_element_links, preflight
 from controller.measure.ccstate import CcStateReader
 from controller.measure.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredLink
 from controller.results import rundir, summary
@@ -117,8 +116,10 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
             with signals_raise():
                 net = ex.build_network()
                 ex.setup_dataplane(net)
+                # a target that delays by itself has its links' delay (and no delay element on them)
+                self_delayed = spec.wants_delay and not delay_element_links(spec.graph, spec.dataplane)
                 extra = {
-                    "delay_applied": bool(ex.delays),
+                    "delay_applied": bool(ex.delays) or self_delayed,
                     "delay_element": element if ex.delays else None,
                     "hosts": ex.notes_host,
                     "host_sysctls_changed": ex.host_sysctls,
@@ -129,8 +130,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     extra["switches"] = ex.fabric.describe()
                 first = next(iter(ex.dps.values()))
                 extra["bottleneck_devices"] = [first.egress_dev, first.ingress_dev]
-                if isinstance(first, Bmv2Bottleneck):  # the first link's, for readers of one-bottleneck runs
-                    extra["bmv2"] = first.describe()
+                extra[spec.dataplane] = first.describe()  # the first link's, for readers of one-bottleneck runs
                 rundir.write_json(run_dir / "manifest.json", rundir.manifest(spec, extra))
                 ex.start_servers(net)
                 reader = CcStateReader(spec.algos)
@@ -153,9 +153,10 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     opts.on_running()
                 ex.traffic(net)
                 for lid, dp in ex.dps.items():
-                    if isinstance(dp, Bmv2Bottleneck) and not dp.wait_drained():
+                    if not dp.wait_drained():
                         notes.append(
-                            f"bmv2 {lid}: the queue did not drain after the flows ended; queue drops may be short"
+                            f"{spec.dataplane} {lid}: the queue did not drain after the flows ended; "
+                            "queue drops may be short"
                         )
                 complete = True
         except Interrupted as exc:

@@ -14,7 +14,12 @@ from controller.network.graph import (
     subnet,
 )
 
+#: the data-plane targets an emulated link can run on, by name (the spec's `dataplane`); the registry that
+#: makes them (controller/dataplane/targets.py) holds exactly these
+DATAPLANES = ("kernel", "bmv2", "tofino")
+
 __all__ = [
+    "DATAPLANES",
     "PREFIX_LEN",
     "EmulatedLink",
     "GilbertElliott",

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.network import DATAPLANES as DATAPLANES  # the targets cclab has (dataplane/targets.py)
 from controller.network import Graph, LinkSpec
 from controller.spec import algos
 
-DATAPLANES = ("kernel", "bmv2", "tofino")
 TOPOLOGIES = ("dumbbell", "parking_lot", "multipath", "graph")
 SHAPERS = ("htb", "tbf")
 DELAY_FALLBACKS = ("refuse", "skip")

@@ -1,23 +1,14 @@
-"""The data-plane contract (docs/conformance.md), one test per clause, run unchanged against every target.
+"""The data-plane contract (docs/dataplane-contract.md), run unchanged against every target.
 
-Each test sends frames built with Scapy from h1 across the emulated link to r1
-and checks three views against each other: what was sent, what the target's
-counters say (its driver's read()), and what the receiver captured. A target
-that deviates from a clause fails that clause's test; a deviation known and
-not fixed yet is marked xfail(strict=True) with the exact deviation, on that
-target only, so it is reported on every run and flips to a failure once fixed.
-
-The clauses, made precise here (docs/conformance.md):
-
-- Counters are keyed by the exact IPv4 5-tuple (TCP and UDP, IP options or
-  not): per flow, packets and wire bytes offered, forwarded, dropped at
-  random and dropped by the queue; offered = forwarded + drops once drained.
-- Undeclared flows are counted apart: their packets never add to a declared
-  flow; they are in the link's totals; a target that reports them per flow
-  (kernel: every 5-tuple has its own entry) reports each under its own
-  exact key, one that does not (bmv2: the fallback slot 0) leaves them out
-  of the per-flow table.
-- Wire bytes are frame bytes (Ethernet header, no FCS), exact for 64-1514.
+Each test's name carries the id of the clause it checks (test_c_loss_1_...
+checks C-LOSS-1); test_clause_ids.py holds the document's ids and the tests'
+ones equal.  Each test sends frames built with Scapy from h1 across the
+emulated link to r1 and checks three views against each other: what was sent,
+what the target's counters say (its read()), and what the receiver captured.
+A target that deviates from a clause fails that clause's test; a deviation
+known and not fixed yet is marked xfail(strict=True) with the exact deviation,
+on that target only, so it is reported on every run and flips to a failure
+once fixed.
 """
 
 from __future__ import annotations
@@ -86,6 +77,26 @@ def passed_through(cap: Capture, pkt_time_s: float) -> int:
     return sum(1 for t, _s, _f in got if t - got[0][0] < pkt_time_s * 2 / 3)
 
 
+# --- forwarding ----------------------------------------------------------------------------
+
+
+def test_c_fwd_1_every_ipv4_frame_crosses_unchanged_once(bed: Target) -> None:
+    """C-FWD-1: every IPv4 frame towards the far side crosses the link once and unchanged, whatever its
+    protocol and whether its flow is declared: declared and undeclared TCP and UDP, and ICMP, of 64-1514
+    bytes, offered well below the rate with no loss, all arrive, each once, byte for byte, none added."""
+    rng = random.Random(10)
+    batch = bed.next_batch()
+    undeclared = FlowKey(SRC, DST, 7, 7, 17)
+    kinds = [l4(UDP_F), l4(TCP_F), l4(undeclared), l4(FlowKey(SRC, DST, 8, 8, 6)), IP(src=SRC, dst=DST) / ICMP()]
+    frames = [bed.frame(kinds[i % len(kinds)], rng.randint(64, FULL_FRAME), i, batch) for i in range(100)]
+    cap = bed.exchange(frames, 5e6, batch)
+    got = cap.tagged()
+    seqs = [seq for _t, seq, _f in got]
+    assert sorted(seqs) == list(range(len(frames))), f"received {len(seqs)} of {len(frames)}, each once: {seqs}"
+    changed = [seq for _t, seq, f in got if f != frames[seq]]
+    assert not changed, f"frames changed on the way: {changed[:5]} ..."
+
+
 # --- counters ------------------------------------------------------------------------------
 
 
@@ -103,8 +114,8 @@ def _interleaved(
     return order, frames, before, cap, bed.read()
 
 
-def test_counters_keyed_by_exact_5tuple(bed: Target) -> None:
-    """Clause: per-flow counters keyed by the exact 5-tuple (TCP, UDP). Six declared flows that differ
+def test_c_cnt_1_counters_keyed_by_exact_5tuple(bed: Target) -> None:
+    """C-CNT-1: per-flow counters keyed by the exact 5-tuple (TCP, UDP). Six declared flows that differ
     pairwise in one field (protocol, swapped ports, one port, the destination) each count exactly their own
     packets and wire bytes: offered = forwarded, no drops."""
     counts = dict(zip(DECLARED, (31, 17, 23, 11, 19, 7)))
@@ -117,8 +128,8 @@ def test_counters_keyed_by_exact_5tuple(bed: Target) -> None:
     assert sorted(cap.seqs()) == list(range(len(frames))), "the receiver did not get every frame once"
 
 
-def test_undeclared_flows_counted_apart(bed: Target) -> None:
-    """Clause: packets of flows the controller did not declare are counted apart. Four undeclared flows,
+def test_c_cnt_2_undeclared_flows_counted_apart(bed: Target) -> None:
+    """C-CNT-2: packets of flows the controller did not declare are counted apart. Four undeclared flows,
     each one field away from a declared one, interleaved with a declared flow: the declared flows count
     exactly their own packets, the link's totals count all, and an undeclared flow that the target lists per
     flow is listed under its own exact key with its exact count (kernel); or not at all (bmv2: slot 0)."""
@@ -152,8 +163,8 @@ def test_undeclared_flows_counted_apart(bed: Target) -> None:
     assert sorted(cap.seqs()) == list(range(len(frames))), "the receiver did not get every frame once"
 
 
-def test_ip_options_keep_the_flow_key(bed: Target) -> None:
-    """Clause: counters keyed by the 5-tuple whatever the IPv4 header's length. TCP and UDP packets of
+def test_c_opt_1_ip_options_keep_the_flow_key(bed: Target) -> None:
+    """C-OPT-1: counters keyed by the 5-tuple whatever the IPv4 header's length. TCP and UDP packets of
     declared flows carrying an IP option (Router Alert, ihl = 6) count under their flow, exactly."""
     batch = bed.next_batch()
     opts = [IPOption_Router_Alert()]
@@ -170,8 +181,8 @@ def test_ip_options_keep_the_flow_key(bed: Target) -> None:
     assert sorted(cap.seqs()) == list(range(len(frames)))
 
 
-def test_wire_bytes_exact_64_to_1514(bed: Target) -> None:
-    """Clause: counters count wire bytes (Ethernet header, no FCS), exact for frames of 64-1514 bytes,
+def test_c_cnt_3_wire_bytes_exact_64_to_1514(bed: Target) -> None:
+    """C-CNT-3: counters count wire bytes (Ethernet header, no FCS), exact for frames of 64-1514 bytes,
     per flow and for the link, offered and forwarded; frames leave the link byte for byte as they came."""
     sizes = [64, 65, 66, 100, 127, 128, 129, 255, 256, 511, 512, 576, 1000, 1023, 1024, 1280, 1499, 1500, 1513, 1514]
     batch = bed.next_batch()
@@ -197,8 +208,8 @@ def test_wire_bytes_exact_64_to_1514(bed: Target) -> None:
 # --- loss --------------------------------------------------------------------------------
 
 
-def test_random_loss_in_binomial_interval(bed: Target) -> None:
-    """Clause: i.i.d. random loss with probability p per wire packet. p = 0.05 over 5000 packets: random
+def test_c_loss_1_random_loss_in_binomial_interval(bed: Target) -> None:
+    """C-LOSS-1: i.i.d. random loss with probability p per wire packet. p = 0.05 over 5000 packets: random
     drops inside the binomial interval (tests/conftest.py LOSS_LEVEL), no queue drops, offered = forwarded +
     random drops, the drops' bytes exact, and the receiver missing exactly the dropped packets."""
     p, n, size = 0.05, 5000, 300
@@ -247,8 +258,8 @@ def _burst(bed: Target, sizes: list[int]) -> tuple[Capture, list[int]]:
     return cap, seqs
 
 
-def test_queue_limit_exact_in_packets(bed: Target) -> None:
-    """Clause: drop-tail queue limit Q in packets, exact. A burst of 60 full-size frames (the first 15 ms
+def test_c_queue_1_limit_exact_in_packets(bed: Target) -> None:
+    """C-QUEUE-1: drop-tail queue limit Q in packets, exact. A burst of 60 full-size frames (the first 15 ms
     ahead) onto a 400 kbit/s link with Q = 20: the frames that left at once (the transmitter's share)
     aside, exactly 20 were queued and delivered, the tail was dropped, and queue drops are counted
     exactly (packets and bytes)."""
@@ -261,8 +272,8 @@ def test_queue_limit_exact_in_packets(bed: Target) -> None:
     assert len(seqs) - early == q, f"{len(seqs) - early} frames queued ({early} left at once), limit {q} packets"
 
 
-def test_queue_limit_exact_in_bytes(bed: Target) -> None:
-    """Clause: drop-tail queue limit Q in bytes, exact. A burst onto a 400 kbit/s link with Q = 12000 bytes:
+def test_c_queue_2_limit_exact_in_bytes(bed: Target) -> None:
+    """C-QUEUE-2: drop-tail queue limit Q in bytes, exact. A burst onto a 400 kbit/s link with Q = 12000 bytes:
     4 full frames, then 56 frames of 64-1514 bytes. Each frame after those that left at once is queued iff
     the bytes queued plus its own fit in Q (a later small frame may fit where a large one did not)."""
     qbytes = 12_000
@@ -292,8 +303,8 @@ def _shaped(
     return bed.exchange(frames, offered_bps, batch, during=during)
 
 
-def test_rate_full_frames(bed: Target) -> None:
-    """Clause: rate R in bit/s of wire bytes. 10 Mbit/s offered 25 Mbit/s of full-size frames for about a
+def test_c_rate_1_full_frames(bed: Target) -> None:
+    """C-RATE-1: rate R in bit/s of wire bytes. 10 Mbit/s offered 25 Mbit/s of full-size frames for about a
     second: the receiver's arrivals, while the queue is backlogged, come at 10 Mbit/s within 2 %."""
     rate = 10_000_000
     cap = _shaped(bed, rate, [FULL_FRAME] * 2000, 25e6)
@@ -302,8 +313,8 @@ def test_rate_full_frames(bed: Target) -> None:
     assert 0.98 * rate <= got <= 1.02 * rate, f"{got / 1e6:.4f} Mbit/s on a {rate / 1e6:.0f} Mbit/s link"
 
 
-def test_rate_mixed_frames(request: pytest.FixtureRequest, bed: Target) -> None:
-    """Clause: rate R in bit/s whatever the frame sizes. 10 Mbit/s offered 25 Mbit/s of frames of 64-1514
+def test_c_rate_2_mixed_frames(request: pytest.FixtureRequest, bed: Target) -> None:
+    """C-RATE-2: rate R in bit/s whatever the frame sizes. 10 Mbit/s offered 25 Mbit/s of frames of 64-1514
     bytes: the receiver's arrivals while backlogged come at 10 Mbit/s of wire bytes within 2 %."""
     deviates(
         request,
@@ -320,8 +331,8 @@ def test_rate_mixed_frames(request: pytest.FixtureRequest, bed: Target) -> None:
     assert 0.98 * rate <= got <= 1.02 * rate, f"{got / 1e6:.4f} Mbit/s on a {rate / 1e6:.0f} Mbit/s link"
 
 
-def test_rate_change_at_run_time(bed: Target) -> None:
-    """Clause: the rate changes while running (a schedule step). 10 Mbit/s, offered 25 Mbit/s of full frames
+def test_c_run_1_rate_change(bed: Target) -> None:
+    """C-RUN-1: the rate changes while running (a schedule step). 10 Mbit/s, offered 25 Mbit/s of full frames
     for 2 s, changed to 20 Mbit/s after 1 s: arrivals come at 10 Mbit/s before the change and at 20 after
     it (each within 2 %, measured from 0.3 s after the start and 0.1 s after the change)."""
     changed: list[float] = []
@@ -342,8 +353,8 @@ def test_rate_change_at_run_time(bed: Target) -> None:
     assert 1.96e7 <= r2 <= 2.04e7, f"{r2 / 1e6:.4f} Mbit/s after the change to 20"
 
 
-def test_loss_change_at_run_time(bed: Target) -> None:
-    """Clause: the loss probability changes while running (a schedule step). p = 0 for the first second of
+def test_c_run_2_loss_change(bed: Target) -> None:
+    """C-RUN-2: the loss probability changes while running (a schedule step). p = 0 for the first second of
     5000 packets, then 0.25: no packet that crossed the link before the change was dropped (counters and
     receiver agree), and the drops after it are inside the binomial interval of 0.25 (LOSS_LEVEL)."""
     n, p = 5000, 0.25
@@ -375,8 +386,8 @@ def test_loss_change_at_run_time(bed: Target) -> None:
     assert len(missing) == e.rnd_drop_pkts, f"receiver missed {len(missing)}, link dropped {e.rnd_drop_pkts}"
 
 
-def test_order_kept(bed: Target) -> None:
-    """Clause: the link is one FIFO: order kept. Two flows interleaved, frames of 64-1514 bytes, through a
+def test_c_order_1_order_kept(bed: Target) -> None:
+    """C-ORDER-1: the link is one FIFO: order kept. Two flows interleaved, frames of 64-1514 bytes, through a
     10 Mbit/s link with a 30-packet queue and p = 0.1, offered 15 Mbit/s: with queue drops and random drops
     under way, the frames that arrive arrive in the order they were sent."""
     bed.program(replace(BASE, rate_bps=10_000_000, queue_pkts=30, per=0.1))
@@ -434,8 +445,8 @@ def _junk(bed: Target, batch: int) -> list[bytes]:
     return frames
 
 
-def test_non_flow_frames_harm_nothing(bed: Target) -> None:
-    """Clause: ICMP, ARP, IPv6, other EtherTypes, truncated and malformed frames neither crash the program nor
+def test_c_frame_1_non_flow_frames_harm_nothing(bed: Target) -> None:
+    """C-FRAME-1: ICMP, ARP, IPv6, other EtherTypes, truncated and malformed frames neither crash the program nor
     corrupt counters: no declared flow counts any of them (a frame is a flow's packet only if it is IPv4,
     version 4, a header of 20-60 bytes, TCP or UDP, not a later fragment, its ports inside the frame), the
     link counts each at most once and is left drained (offered = forwarded + drops), and a declared flow
@@ -459,8 +470,8 @@ def test_non_flow_frames_harm_nothing(bed: Target) -> None:
     assert cap.seqs() == list(range(50))
 
 
-def test_non_first_fragments_not_keyed_by_payload(bed: Target) -> None:
-    """Clause: counters keyed by the 5-tuple, and malformed input does not corrupt them. A non-first IPv4
+def test_c_frag_1_non_first_fragments_not_keyed_by_payload(bed: Target) -> None:
+    """C-FRAG-1: counters keyed by the 5-tuple, and malformed input does not corrupt them. A non-first IPv4
     fragment carries no ports; its payload must not be read as ports. 20 UDP datagrams of UDP_F in three
     fragments each, the later fragments' payloads beginning with UDP_F's own ports: UDP_F counts the 20
     first fragments only."""

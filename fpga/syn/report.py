@@ -1,0 +1,60 @@
+"""Print what synth.sh's tools found: resources from a Yosys `stat`, the clock and the critical path from a
+nextpnr --report file.
+
+    report.py xilinx STATFILE
+    report.py ecp5 REPORT.json TARGET_MHZ
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+
+def xilinx(stat: Path) -> None:
+    cells: dict[str, int] = {}
+    for line in stat.read_text().splitlines():
+        m = re.match(r"\s+(\w+)\s+(\d+)$", line)
+        if m:
+            cells[m.group(1)] = cells.get(m.group(1), 0) + int(m.group(2))
+    luts = sum(n for c, n in cells.items() if re.fullmatch(r"LUT[1-6]", c))
+    lutram = sum(n for c, n in cells.items() if c.startswith("RAM") and not c.startswith("RAMB"))
+    ffs = sum(n for c, n in cells.items() if re.fullmatch(r"FD[CPRSE]E?", c))
+    b36 = cells.get("RAMB36E2", 0)
+    b18 = cells.get("RAMB18E2", 0)
+    print(f"  LUTs {luts} (+ {lutram} LUT-RAM cells), flip-flops {ffs}, block RAM: {b36} RAMB36E2 + {b18} RAMB18E2"
+          f" ({b36 + b18 / 2:g} RAMB36 equivalents), carry {cells.get('CARRY8', 0)} CARRY8, DSP {cells.get('DSP48E2', 0)}")
+
+
+def ecp5(report: Path, target_mhz: float) -> None:
+    rep = json.loads(report.read_text())
+    for clk, f in rep.get("fmax", {}).items():
+        ok = "meets" if f["achieved"] >= target_mhz else "misses"
+        print(f"  clock {clk}: {f['achieved']:.1f} MHz achieved ({ok} {target_mhz} MHz)")
+    util = rep.get("utilization", {})
+    parts = [f"{k} {v['used']}/{v['available']}" for k, v in util.items() if k in ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD")]
+    print("  used: " + ", ".join(parts))
+    paths = rep.get("critical_paths", [])
+    if not paths:
+        return
+    worst = paths[0]
+    steps = worst.get("path", [])
+    total = sum(s.get("delay", 0.0) for s in steps)
+    print(f"  critical path ({worst.get('from')} -> {worst.get('to')}), {total:.2f} ns, {len(steps)} steps:")
+    cells = []
+    for s in steps:
+        for end in ("from", "to"):
+            c = s.get(end, {}).get("cell", "")
+            if c and (not cells or cells[-1] != c):
+                cells.append(c)
+    for c in cells[:3] + (["..."] if len(cells) > 6 else []) + cells[-3:] if len(cells) > 6 else cells:
+        print(f"    {c}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "xilinx":
+        xilinx(Path(sys.argv[2]))
+    else:
+        ecp5(Path(sys.argv[2]), float(sys.argv[3]))

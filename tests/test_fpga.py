@@ -15,10 +15,15 @@ REPO = Path(__file__).resolve().parents[1]
 RTL = REPO / "fpga" / "rtl"
 TB = REPO / "fpga" / "tb"
 
-#: testbench (= its top-level module) -> the parameters it is built with (the rest: the RTL's defaults)
-BENCHES: dict[str, dict[str, int]] = {
-    "cclab_bottleneck": {"Q_ADDR_W": 15, "N_FLOWS": 8, "PIPELINE": 1},
-}
+#: (testbench = its top-level module, the parameters it is built with; the rest are the RTL's defaults), as
+#: the testbench Makefiles set them; the shaper in both its forms
+BENCHES: list[tuple[str, dict[str, int]]] = [
+    ("cclab_bottleneck", {"Q_ADDR_W": 15, "N_FLOWS": 8, "PIPELINE": 1}),
+    ("cclab_shaper", {"PIPELINE": 0}),
+    ("cclab_shaper", {"PIPELINE": 1}),
+    ("cclab_delay_line", {"ADDR_W": 6}),
+    ("cclab_loss", {}),
+]
 
 pytestmark = [pytest.mark.fpga, pytest.mark.skipif(bool(FPGA_MISSING), reason=FPGA_SKIP_REASON)]
 
@@ -32,15 +37,16 @@ def failed_tests(results: Path) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("bench", sorted(BENCHES))
-def test_testbench(bench: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("bench", "params"), BENCHES, ids=[b + "".join(f"-{k}={v}" for k, v in p.items()) for b, p in BENCHES]
+)
+def test_testbench(bench: str, params: dict[str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
 
     # the simulator's Python imports the test module (and cclab_model) through this process's sys.path
     monkeypatch.syspath_prepend(str(TB / bench))
     monkeypatch.syspath_prepend(str(TB))
-    params = BENCHES[bench]
     runner = get_runner("icarus")
     runner.build(
         sources=sorted(RTL.glob("*.v")),
@@ -51,7 +57,7 @@ def test_testbench(bench: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         always=True,
     )
     results = tmp_path / "results.xml"
-    env = {k: str(v) for k, v in params.items()}
+    env = {f"PARAM_{k}": str(v) for k, v in params.items()}
     try:
         runner.test(
             test_module=f"test_{bench}",

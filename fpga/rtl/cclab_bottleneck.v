@@ -245,7 +245,8 @@ cclab_qhist #(.BINS(HIST_BINS)) qhist (
 // ---- AXI4-Lite ----------------------------------------------------------------------
 // A write is taken when address and data are both there; one read at a time.
 // Reads of the flow table and the histogram go through a registered index
-// (rd_entry/rd_word/rd_bin): the read answers two cycles after its address.
+// (rd_entry/rd_word/rd_bin) and a registered mux: the read answers three
+// cycles after its address.
 /* verilator lint_off UNUSEDSIGNAL */
 wire unused_axil = ^s_axil_awprot ^ ^s_axil_arprot ^ ^s_axil_wstrb ^ ^s_axil_awaddr[1:0] ^ ^s_axil_araddr[1:0];
 /* verilator lint_on UNUSEDSIGNAL */
@@ -304,7 +305,8 @@ always @(posedge clk) begin
 end
 
 // reads: capture the address, set the indices, answer a cycle later
-reg         rd_busy, rd_wait;
+reg         rd_busy;
+reg  [1:0]  rd_wait;
 reg  [15:0] ra;
 reg  [31:0] hi_latch;
 assign s_axil_arready = !rd_busy && !s_axil_rvalid;
@@ -389,9 +391,9 @@ always @(posedge clk) begin
         rd_word  <= s_axil_araddr[6] ? {1'b1, s_axil_araddr[5:3]} : {2'b00, s_axil_araddr[3:2]};
         rd_bin   <= s_axil_araddr[HB_W+1:2];
         rd_busy  <= 1'b1;
-        rd_wait  <= 1'b1;
-    end else if (rd_wait) begin
-        rd_wait  <= 1'b0;
+        rd_wait  <= 2'd2;
+    end else if (rd_wait != 2'd0) begin
+        rd_wait  <= rd_wait - 1'b1;
     end else if (rd_busy) begin
         rd_busy       <= 1'b0;
         s_axil_rvalid <= 1'b1;
@@ -401,7 +403,7 @@ always @(posedge clk) begin
     end
     if (rst) begin
         rd_busy       <= 1'b0;
-        rd_wait       <= 1'b0;
+        rd_wait       <= 2'd0;
         s_axil_rvalid <= 1'b0;
     end
 end

@@ -1,12 +1,13 @@
 // cclab_delay_line: releases each beat exactly `delay` cycles after it arrived.
 //
-// Every beat is written to the memory with its arrival cycle (a TS_W-bit
-// cycle count); beats are read back in order into a small prefetch FIFO, and
-// the head leaves when now - arrival >= delay, so a frame leaves exactly
-// `delay` cycles after it arrived, beat for beat, its gaps kept, as long as
-// delay >= RD_LAT + 2 (the memory's own latency; a smaller delay gives that
-// latency) and the sink is ready.  Order is kept; a changed delay applies to
-// the beats at the head from the next cycle.
+// Every beat is written to the memory with its release cycle, arrival +
+// delay (TS_W-bit cycle counts); beats are read back in order into a small
+// prefetch FIFO, and the head leaves when the cycle count reaches its
+// release, so a frame leaves exactly `delay` cycles after it arrived, beat
+// for beat, its gaps kept, as long as delay >= RD_LAT + 2 (the memory's own
+// latency; a smaller delay gives that latency) and the sink is ready.  Order
+// is kept; a changed delay applies to the beats that arrive after the change
+// (a lower delay lets them leave right behind the beats held before it).
 //
 // The buffer is behind a memory port (one write, one read, rd_valid for a
 // variable latency, ready inputs for a memory that back-pressures): the
@@ -62,34 +63,41 @@ module cclab_delay_line #(
 localparam PF_D = 1 << PF_AW;
 
 reg [TS_W-1:0]   now;
-reg [ADDR_W:0]   wp, rp;                     // rp: next beat to read
-wire [ADDR_W:0]  used = wp - rp;
+reg [TS_W-1:0]   due;                        // now + delay
+reg [ADDR_W-1:0] wp, rp;                     // rp: next beat to read
+reg [ADDR_W:0]   used;                       // beats written and not yet read
+reg              full;                       // used == 2^ADDR_W (a register: no adder before tready)
 
-assign s_axis_tready = !used[ADDR_W] && mem_wr_ready;
+assign s_axis_tready = !full && mem_wr_ready;
 assign mem_wr_en     = s_axis_tvalid && s_axis_tready;
-assign mem_wr_addr   = wp[ADDR_W-1:0];
-assign mem_wr_data   = {now, s_axis_tlast, s_axis_tkeep, s_axis_tdata};
+assign mem_wr_addr   = wp;
+assign mem_wr_data   = {due, s_axis_tlast, s_axis_tkeep, s_axis_tdata};
 
 reg  [PF_AW:0]   pf_cnt, inflight;
 wire [PF_AW+1:0] pf_sum = {1'b0, pf_cnt} + {1'b0, inflight};
 assign mem_rd_en   = used != 0 && pf_sum < PF_D && mem_rd_ready;
-assign mem_rd_addr = rp[ADDR_W-1:0];
+assign mem_rd_addr = rp;
 
 reg  [MEM_W-1:0] pf_mem [0:PF_D-1];
 reg  [PF_AW-1:0] pf_wp, pf_rp;
 wire [MEM_W-1:0] pf_head = pf_mem[pf_rp];
-wire [TS_W-1:0]  head_ts = pf_head[MEM_W-1:MEM_W-TS_W];
-wire [TS_W-1:0]  age     = now - head_ts;
-wire             pf_pop  = m_axis_tvalid && m_axis_tready;
+wire [TS_W-1:0]  head_rel = pf_head[MEM_W-1:MEM_W-TS_W];
+wire [TS_W-1:0]  early    = now - head_rel;   // negative while the head is held
+wire             pf_pop   = m_axis_tvalid && m_axis_tready;
 
-assign m_axis_tvalid = pf_cnt != 0 && age >= delay;
+assign m_axis_tvalid = pf_cnt != 0 && !early[TS_W-1];
 assign m_axis_tdata  = pf_head[DATA_W-1:0];
 assign m_axis_tkeep  = pf_head[DATA_W+KEEP_W-1:DATA_W];
 assign m_axis_tlast  = pf_head[DATA_W+KEEP_W];
 assign fill          = used;
 
+wire [ADDR_W:0] used_next = used + {{ADDR_W{1'b0}}, mem_wr_en} - {{ADDR_W{1'b0}}, mem_rd_en};
+
 always @(posedge clk) begin
-    now <= now + 1'b1;
+    now  <= now + 1'b1;
+    due  <= now + 1'b1 + delay;
+    used <= used_next;
+    full <= used_next[ADDR_W];
     if (mem_wr_en)
         wp <= wp + 1'b1;
     if (mem_rd_en)
@@ -104,8 +112,10 @@ always @(posedge clk) begin
     inflight <= inflight + {{PF_AW{1'b0}}, mem_rd_en} - {{PF_AW{1'b0}}, mem_rd_valid};
     if (rst) begin
         now      <= {TS_W{1'b0}};
-        wp       <= {(ADDR_W+1){1'b0}};
-        rp       <= {(ADDR_W+1){1'b0}};
+        wp       <= {ADDR_W{1'b0}};
+        rp       <= {ADDR_W{1'b0}};
+        used     <= {(ADDR_W+1){1'b0}};
+        full     <= 1'b0;
         pf_wp    <= {PF_AW{1'b0}};
         pf_rp    <= {PF_AW{1'b0}};
         pf_cnt   <= {(PF_AW+1){1'b0}};

@@ -46,7 +46,10 @@ reg [31:0]       src, dst;
 
 wire             hs    = tap_tvalid && tap_tready;
 wire [LEN_W:0]   b     = in_frame ? base : {(LEN_W+1){1'b0}};
-wire [31:0]      b32   = {{(31-LEN_W){1'b0}}, b};
+// Offsets compare as "this beat starts at o - i" against constants, and the
+// ports' offset (at most 14 + 60 + 3) in 8 bits: no wide adder in the path.
+wire             near  = b[LEN_W:7] == 0;               // the beat starts below byte 128
+wire [6:0]       b7    = b[6:0];
 
 // IHL of this frame: from this beat when it carries byte 14, else as captured
 reg  [3:0]       ihl_now;
@@ -54,10 +57,15 @@ integer          i;
 always @* begin
     ihl_now = vihl[3:0];
     for (i = 0; i < KEEP_W; i = i + 1)
-        if (b32 + i == 14)
+        if (i <= 14 && near && {25'd0, b7} == 14 - i)
             ihl_now = tap_tdata[8*i +: 4];
 end
-wire [31:0]      poff = 14 + {26'd0, ihl_now, 2'b00};
+wire [7:0]       poff = 8'd14 + {2'b00, ihl_now, 2'b00};
+
+// byte at offset o is in lane o - b of this beat
+function at(input [6:0] beat, input integer lane, input integer o);
+    at = lane <= o && {25'd0, beat} == o - lane;
+endfunction
 
 always @(posedge clk) begin
     done <= hs && tap_tlast;
@@ -66,28 +74,27 @@ always @(posedge clk) begin
         base     <= b + KEEP_W[LEN_W:0];
         if (!in_frame)
             len <= tap_tuser[LEN_W:1];
-        for (i = 0; i < KEEP_W; i = i + 1) begin
-            case (b32 + i)
-                12: etype[15:8] <= tap_tdata[8*i +: 8];
-                13: etype[7:0]  <= tap_tdata[8*i +: 8];
-                14: vihl        <= tap_tdata[8*i +: 8];
-                20: frag[12:8]  <= tap_tdata[8*i +: 5];
-                21: frag[7:0]   <= tap_tdata[8*i +: 8];
-                23: proto       <= tap_tdata[8*i +: 8];
-                26: src[31:24]  <= tap_tdata[8*i +: 8];
-                27: src[23:16]  <= tap_tdata[8*i +: 8];
-                28: src[15:8]   <= tap_tdata[8*i +: 8];
-                29: src[7:0]    <= tap_tdata[8*i +: 8];
-                30: dst[31:24]  <= tap_tdata[8*i +: 8];
-                31: dst[23:16]  <= tap_tdata[8*i +: 8];
-                32: dst[15:8]   <= tap_tdata[8*i +: 8];
-                33: dst[7:0]    <= tap_tdata[8*i +: 8];
-                default: ;
-            endcase
-            if (b32 + i == poff)     sport[15:8] <= tap_tdata[8*i +: 8];
-            if (b32 + i == poff + 1) sport[7:0]  <= tap_tdata[8*i +: 8];
-            if (b32 + i == poff + 2) dport[15:8] <= tap_tdata[8*i +: 8];
-            if (b32 + i == poff + 3) dport[7:0]  <= tap_tdata[8*i +: 8];
+        if (near) begin
+            for (i = 0; i < KEEP_W; i = i + 1) begin
+                if (at(b7, i, 12)) etype[15:8] <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 13)) etype[7:0]  <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 14)) vihl        <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 20)) frag[12:8]  <= tap_tdata[8*i +: 5];
+                if (at(b7, i, 21)) frag[7:0]   <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 23)) proto       <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 26)) src[31:24]  <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 27)) src[23:16]  <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 28)) src[15:8]   <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 29)) src[7:0]    <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 30)) dst[31:24]  <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 31)) dst[23:16]  <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 32)) dst[15:8]   <= tap_tdata[8*i +: 8];
+                if (at(b7, i, 33)) dst[7:0]    <= tap_tdata[8*i +: 8];
+                if ({1'b0, b7} + i[7:0] == poff)         sport[15:8] <= tap_tdata[8*i +: 8];
+                if ({1'b0, b7} + i[7:0] == poff + 8'd1)  sport[7:0]  <= tap_tdata[8*i +: 8];
+                if ({1'b0, b7} + i[7:0] == poff + 8'd2)  dport[15:8] <= tap_tdata[8*i +: 8];
+                if ({1'b0, b7} + i[7:0] == poff + 8'd3)  dport[7:0]  <= tap_tdata[8*i +: 8];
+            end
         end
     end
     if (rst) begin

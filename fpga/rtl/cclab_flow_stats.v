@@ -48,7 +48,7 @@ module cclab_flow_stats #(
 
     input  wire [FLOW_W-1:0] rd_entry,
     input  wire [3:0]        rd_word,      // 0..3 key words as cfg_word; 8 + c: counter c
-    output reg  [CNT_W-1:0]  rd_data,
+    output reg  [CNT_W-1:0]  rd_data,      // a cycle after rd_entry/rd_word
     output reg  [31:0]       malformed
 );
 

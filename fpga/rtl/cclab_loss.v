@@ -10,9 +10,9 @@
 // single-bit LFSR stepped once per draw, whose successive 32-bit windows
 // overlap by 31 bits.  One draw is one generator step.
 //
-// The output is registered: `drop` reflects the state one cycle after a step,
-// so draws must be at least two cycles apart (the queue's admission stage
-// guarantees it).  Writing a seed (seed_load) restarts the sequence; the
+// The output is pipelined (s0 + s3, then the rotation and the second add):
+// `drop` reflects the state two cycles after a step, so draws must be at
+// least three cycles apart (the queue's admission stage guarantees it).  Writing a seed (seed_load) restarts the sequence; the
 // state is never all zero (the seed is spread over the four words with fixed
 // odd constants).
 
@@ -32,9 +32,8 @@ module cclab_loss (
 );
 
 reg [31:0] s0, s1, s2, s3;
-reg [31:0] out_r;
+reg [31:0] out_r, sum03, s0_q;
 
-wire [31:0] sum03 = s0 + s3;
 wire [31:0] rot   = {sum03[24:0], sum03[31:25]};   // rotl(s0 + s3, 7)
 wire [31:0] t     = s1 << 9;
 
@@ -57,7 +56,9 @@ always @(posedge clk) begin
         s2 <= n2t;
         s3 <= n3r;
     end
-    out_r <= rot + s0;
+    sum03 <= s0 + s3;
+    s0_q  <= s0;
+    out_r <= rot + s0_q;
 end
 
 assign drop = out_r < thr;

@@ -19,7 +19,7 @@ module cclab_qhist #(
     input  wire [4:0]       shift,
     input  wire             clear,
     input  wire [BIN_W-1:0] rd_bin,
-    output wire [31:0]      rd_data
+    output reg  [31:0]      rd_data         // a cycle after rd_bin
 );
 
 reg [31:0] hist [0:BINS-1];
@@ -40,7 +40,8 @@ always @(posedge clk) begin
             hist[i] <= 32'd0;
 end
 
-assign rd_data = hist[rd_bin];
+always @(posedge clk)
+    rd_data <= hist[rd_bin];
 
 endmodule
 

@@ -16,12 +16,14 @@
 // cycle at which the flow classifier has its flow index (ev_flow), which the
 // descriptor keeps for the forwarded counters (deq_*).
 //
-// The ingress never stalls a frame, except that a first beat waits one cycle
-// after another frame's first beat (only frames of one beat, all malformed,
-// can meet that): admission decisions are two cycles apart, so the loss
-// generator's registered draw and, with PIPELINE = 1, the registered room
-// (limit - occupancy, a cycle old) are up to date at each decision.  A
-// dequeue frees room a cycle later than it could, never earlier.
+// The ingress never stalls a frame, except that a first beat waits until
+// three cycles have passed since the last frame's first beat (only frames
+// shorter than 3 beats meet that, at 64 bit below 17 bytes: malformed, or a
+// bare Ethernet header): admission decisions are at least DEC_GAP cycles
+// apart, so the loss generator's pipelined draw and, with PIPELINE = 1, the
+// pipelined occupancy (a delta register, then the room left under the
+// limit) are up to date at each decision.  A dequeue frees room a few
+// cycles later than it could, never earlier.
 //
 // Egress: the frame is read in order, its tlast and tkeep rebuilt from its
 // length; its charge leaves the queue when its first beat is taken (a frame
@@ -111,7 +113,7 @@ reg [ADDR_W:0] qw;            // memory words reserved and not yet read
 
 // ---- ingress ---------------------------------------------------------------
 reg               in_frame;
-reg               dec_q;      // a decision was taken last cycle
+reg  [1:0]        dec_sr;     // a decision was taken 1, 2 cycles ago
 reg  [1:0]        f_kind;
 reg  [LEN_W-1:0]  f_len;
 reg  [LEN_W:0]    f_cnt;
@@ -120,7 +122,7 @@ reg  [ADDR_W-1:0] f_start;
 reg  [ADDR_W-1:0] wptr;
 
 wire              first   = !in_frame;
-assign s_axis_tready      = !(first && dec_q);
+assign s_axis_tready      = !(first && dec_sr != 2'b00);
 wire              hs      = s_axis_tvalid && s_axis_tready;
 wire [LEN_W-1:0]  len_in  = s_axis_tuser[LEN_W:1];
 wire [LEN_W-1:0]  wds_in  = words_of(len_in);
@@ -131,7 +133,7 @@ generate
 if (PIPELINE == 0) begin : g_adm_flat
     assign fits = {1'b0, qb} + {17'd0, len_in} <= {1'b0, lim_bytes} &&
                   qp < lim_pkts && qp < DDEPTH &&
-                  {1'b0, qw} + {{(ADDR_W+1-LEN_W){1'b0}}, wds_in} <= DEPTH;
+                  {{(LEN_W-ADDR_W){1'b0}}, qw} + {1'b0, wds_in} <= DEPTH;
 end else begin : g_adm_pipe
     reg signed [33:0]  room_b;
     reg                room_p;
@@ -168,7 +170,7 @@ assign arr_valid = loss_draw;
 assign arr_bytes = qb;
 
 always @(posedge clk) begin
-    dec_q <= hs && first;
+    dec_sr <= {dec_sr[0], hs && first};
     if (hs) begin
         in_frame <= !s_axis_tlast;
         f_cnt    <= cnt_new;
@@ -185,7 +187,7 @@ always @(posedge clk) begin
         wptr <= wptr + 1'b1;
     if (rst) begin
         in_frame <= 1'b0;
-        dec_q    <= 1'b0;
+        dec_sr   <= 2'b00;
         wptr     <= {ADDR_W{1'b0}};
     end
 end
@@ -325,29 +327,68 @@ assign m_axis_tkeep  = oh_meta[META_W-1:META_W-KEEP_W];
 assign m_axis_tlast  = oh_meta[LEN_W+FLOW_W+1];
 assign m_axis_tuser  = {oh_meta[LEN_W+FLOW_W-1:FLOW_W], 1'b0};
 
-assign deq_valid = of_pop && oh_first;
-assign deq_len   = oh_meta[LEN_W+FLOW_W-1:FLOW_W];
-assign deq_flow  = oh_meta[FLOW_W-1:0];
+// registered: the counters and the occupancy see a departure a cycle later
+reg               deq_v;
+reg [LEN_W-1:0]   deq_l;
+reg [FLOW_W-1:0]  deq_f;
+always @(posedge clk) begin
+    deq_v <= of_pop && oh_first && !rst;
+    deq_l <= oh_meta[LEN_W+FLOW_W-1:FLOW_W];
+    deq_f <= oh_meta[FLOW_W-1:0];
+end
+assign deq_valid = deq_v;
+assign deq_len   = deq_l;
+assign deq_flow  = deq_f;
 
 // ---- occupancy bookkeeping -----------------------------------------------------
-wire [31:0] add_b = reserve  ? {16'd0, len_in} : 32'd0;
-wire [31:0] rb_b  = rollback ? {16'd0, len_cur} : 32'd0;
-wire [31:0] dq_b  = deq_valid ? {16'd0, deq_len} : 32'd0;
+wire [LEN_W-1:0] add_l = reserve   ? len_in  : {LEN_W{1'b0}};
+wire [LEN_W-1:0] rb_l  = rollback  ? len_cur : {LEN_W{1'b0}};
+wire [LEN_W-1:0] dq_l  = deq_valid ? deq_len : {LEN_W{1'b0}};
 wire [ADDR_W:0] add_w = reserve  ? wds_in[ADDR_W:0] : {(ADDR_W+1){1'b0}};
 /* verilator lint_off UNUSEDSIGNAL */      // an admitted frame's words fit in ADDR_W + 1 bits
 wire [LEN_W-1:0] wds_cur = words_of(len_cur);
 /* verilator lint_on UNUSEDSIGNAL */
 wire [ADDR_W:0] rb_w  = rollback ? wds_cur[ADDR_W:0] : {(ADDR_W+1){1'b0}};
-always @(posedge clk) begin
-    qb <= qb + add_b - rb_b - dq_b;
-    qp <= qp + {31'd0, reserve} - {31'd0, rollback} - {31'd0, deq_valid};
-    qw <= qw + add_w - rb_w - {{ADDR_W{1'b0}}, issue};
-    if (rst) begin
-        qb <= 32'd0;
-        qp <= 32'd0;
-        qw <= {(ADDR_W+1){1'b0}};
+generate
+if (PIPELINE == 0) begin : g_occ_flat
+    wire [31:0] add_b = {{(32-LEN_W){1'b0}}, add_l};
+    wire [31:0] rb_b  = {{(32-LEN_W){1'b0}}, rb_l};
+    wire [31:0] dq_b  = {{(32-LEN_W){1'b0}}, dq_l};
+    always @(posedge clk) begin
+        qb <= qb + add_b - rb_b - dq_b;
+        qp <= qp + {31'd0, reserve} - {31'd0, rollback} - {31'd0, deq_valid};
+        qw <= qw + add_w - rb_w - {{ADDR_W{1'b0}}, issue};
+        if (rst) begin
+            qb <= 32'd0;
+            qp <= 32'd0;
+            qw <= {(ADDR_W+1){1'b0}};
+        end
+    end
+end else begin : g_occ_pipe
+    // this cycle's changes summed in narrow signed deltas, added next cycle
+    reg signed [LEN_W+2:0]  d_b;
+    reg signed [2:0]        d_p;
+    /* verilator lint_off UNUSEDSIGNAL */  // qw counts modulo 2^(ADDR_W+1): the top bits are the sign
+    reg signed [ADDR_W+2:0] d_w;
+    /* verilator lint_on UNUSEDSIGNAL */
+    always @(posedge clk) begin
+        d_b <= $signed({3'b000, add_l}) - $signed({3'b000, rb_l}) - $signed({3'b000, dq_l});
+        d_p <= $signed({2'b00, reserve}) - $signed({2'b00, rollback}) - $signed({2'b00, deq_valid});
+        d_w <= $signed({2'b00, add_w}) - $signed({2'b00, rb_w}) - $signed({{(ADDR_W+2){1'b0}}, issue});
+        qb  <= qb + {{(32-LEN_W-3){d_b[LEN_W+2]}}, d_b};
+        qp  <= qp + {{29{d_p[2]}}, d_p};
+        qw  <= qw + d_w[ADDR_W:0];
+        if (rst) begin
+            d_b <= 0;
+            d_p <= 0;
+            d_w <= 0;
+            qb  <= 32'd0;
+            qp  <= 32'd0;
+            qw  <= {(ADDR_W+1){1'b0}};
+        end
     end
 end
+endgenerate
 
 assign q_bytes = qb;
 assign q_pkts  = qp;

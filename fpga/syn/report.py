@@ -24,8 +24,9 @@ def xilinx(stat: Path) -> None:
     ffs = sum(n for c, n in cells.items() if re.fullmatch(r"FD[CPRSE]E?", c))
     b36 = cells.get("RAMB36E2", 0)
     b18 = cells.get("RAMB18E2", 0)
-    print(f"  LUTs {luts} (+ {lutram} LUT-RAM cells), flip-flops {ffs}, block RAM: {b36} RAMB36E2 + {b18} RAMB18E2"
-          f" ({b36 + b18 / 2:g} RAMB36 equivalents), carry {cells.get('CARRY8', 0)} CARRY8, DSP {cells.get('DSP48E2', 0)}")
+    carry = cells.get("CARRY8", 0) + cells.get("CARRY4", 0)
+    print(f"  LUTs {luts} (+ {lutram} LUT-RAM, {cells.get('SRL16E', 0)} SRL16E), flip-flops {ffs}, block RAM: "
+          f"{b36} RAMB36E2 + {b18} RAMB18E2, carry cells {carry}, DSP {cells.get('DSP48E2', 0)}")
 
 
 def ecp5(report: Path, target_mhz: float) -> None:
@@ -43,14 +44,17 @@ def ecp5(report: Path, target_mhz: float) -> None:
     steps = worst.get("path", [])
     total = sum(s.get("delay", 0.0) for s in steps)
     print(f"  critical path ({worst.get('from')} -> {worst.get('to')}), {total:.2f} ns, {len(steps)} steps:")
-    cells = []
+    # the modules the path crosses, in order (cell names are the netlist's: module path, then mapped names)
+    crossed: list[str] = []
     for s in steps:
         for end in ("from", "to"):
             c = s.get(end, {}).get("cell", "")
-            if c and (not cells or cells[-1] != c):
-                cells.append(c)
-    for c in cells[:3] + (["..."] if len(cells) > 6 else []) + cells[-3:] if len(cells) > 6 else cells:
-        print(f"    {c}")
+            mod = ".".join(c.split(".")[:-1]) if "." in c else c
+            if mod and (not crossed or crossed[-1] != mod):
+                crossed.append(mod)
+    print(f"    from {steps[0]['from']['cell']}" if steps else "")
+    print(f"    to   {steps[-1]['to']['cell']}" if steps else "")
+    print(f"    through {' > '.join(crossed)}")
 
 
 if __name__ == "__main__":

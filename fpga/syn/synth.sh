@@ -23,14 +23,14 @@ echo "== Yosys synth_xilinx -family xcup (cclab_bottleneck, PIPELINE=1)"
 "$YOSYS" -q -l "$out/xcup.log" -p "read_verilog ${rtl[*]}; \
 	chparam -set PIPELINE 1 cclab_bottleneck; \
 	synth_xilinx -family xcup -top cclab_bottleneck -flatten; \
-	tee -o $out/xcup.stat stat" >/dev/null
+	tee -o $out/xcup.stat stat" >/dev/null 2>&1
 "$PYTHON" "$here/report.py" xilinx "$out/xcup.stat"
 
 for p in 0 1; do
 	echo "== Yosys synth_ecp5 + nextpnr-ecp5 --85k CABGA756 speed 6 (PIPELINE=$p)"
 	"$YOSYS" -q -l "$out/ecp5-p$p.yosys.log" -p "read_verilog ${rtl[*]} $here/cclab_bottleneck_pnr.v; \
 		chparam -set PIPELINE $p cclab_bottleneck_pnr; \
-		synth_ecp5 -top cclab_bottleneck_pnr -json $out/ecp5-p$p.json" >/dev/null
+		synth_ecp5 -top cclab_bottleneck_pnr -json $out/ecp5-p$p.json" >/dev/null 2>&1
 	"$NEXTPNR_ECP5" --85k --package CABGA756 --speed 6 --freq 156.25 --seed "$SEED" \
 		--json "$out/ecp5-p$p.json" --report "$out/ecp5-p$p.report.json" \
 		--timing-allow-fail -q -l "$out/ecp5-p$p.nextpnr.log" >/dev/null 2>&1 || {

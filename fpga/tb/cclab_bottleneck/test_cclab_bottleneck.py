@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import sys
-from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
@@ -21,8 +19,7 @@ from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFra
 from scapy.layers.inet import ICMP, IP
 from scapy.layers.l2 import ARP, Ether
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cclab_model import Xoshiro128pp, flow_frame, seq_of  # noqa: E402
+from cclab_model import Xoshiro128pp, flow_frame, seq_of
 
 PERIOD_NS = 6.4
 FRAC = 1 << 24                       # rate register: bytes per cycle, Q8.24
@@ -36,7 +33,7 @@ DELAY = 0x030C
 THR, SEED = 0x040C, 0x0410
 HIST_SHIFT, HIST_BIN0 = 0x050C, 0x0540
 FLOWS, STRIDE = 0x1000, 0x80
-N_FLOWS = int(os.environ.get("N_FLOWS", "8"))
+N_FLOWS = int(os.environ.get("PARAM_N_FLOWS", "8"))
 FALLBACK = N_FLOWS
 COUNTERS = ("fwd_bytes", "fwd_pkts", "rnd_drop_bytes", "rnd_drop_pkts",
             "q_drop_bytes", "q_drop_pkts", "enq_bytes", "enq_pkts")

@@ -115,7 +115,7 @@ bench: deps venv build
 	$(CCLAB) bench ovs
 
 lint: venv
-	$(VENV)/bin/ruff check controller hosts tests mininet
+	$(VENV)/bin/ruff check controller hosts tests mininet fpga
 	$(VENV)/bin/mypy controller hosts
 	$(VENV)/bin/mypy --follow-imports=silent mininet/p4switch.py mininet/topologies.py
 

@@ -9,9 +9,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from tests.conftest import FPGA_MISSING, FPGA_SKIP_REASON
+from tests.conftest import FPGA_MISSING, FPGA_SKIP_REASON, REPO
 
-REPO = Path(__file__).resolve().parents[1]
 RTL = REPO / "fpga" / "rtl"
 TB = REPO / "fpga" / "tb"
 

@@ -73,7 +73,7 @@ assign m_axis_tlast  = so_tlast;
 
 // command port -> AXI4-Lite
 reg  [2:0]  n;
-reg  [7:0]  op;
+reg         op_wr;                 // the command's op: 1 write, 0 read
 reg  [15:0] addr;
 reg  [31:0] data;
 reg         awvalid, wvalid, arvalid, rready, bready;
@@ -87,14 +87,14 @@ always @(posedge clk) begin
     rsp_valid <= 1'b0;
     if (cmd_valid && !awvalid && !wvalid && !arvalid && !rready && !bready && out_n == 0) begin
         case (n)
-            3'd0: op <= cmd_data;
+            3'd0: op_wr <= cmd_data[0];
             3'd1: addr[15:8] <= cmd_data;
             3'd2: addr[7:0] <= cmd_data;
             default: data <= {data[23:0], cmd_data};
         endcase
         n <= n == 3'd6 ? 3'd0 : n + 1'b1;
         if (n == 3'd6) begin
-            if (op[0]) begin
+            if (op_wr) begin
                 awvalid <= 1'b1;
                 wvalid  <= 1'b1;
                 bready  <= 1'b1;
@@ -129,6 +129,12 @@ always @(posedge clk) begin
     end
 end
 
+/* verilator lint_off UNUSEDSIGNAL */      // the delay line's memory is inside (DL_EXT_MEM = 0)
+wire        unused_wr_en, unused_rd_en;
+wire [11:0] unused_wr_addr, unused_rd_addr;
+wire [104:0] unused_wr_data;
+/* verilator lint_on UNUSEDSIGNAL */
+
 cclab_bottleneck #(
     .DATA_W(64), .PIPELINE(PIPELINE), .AXIL_ADDR_W(16)
 ) element (
@@ -142,8 +148,9 @@ cclab_bottleneck #(
     .s_axil_bresp(bresp), .s_axil_bvalid(bvalid), .s_axil_bready(bready),
     .s_axil_araddr(addr), .s_axil_arprot(3'd0), .s_axil_arvalid(arvalid), .s_axil_arready(arready),
     .s_axil_rdata(rdata), .s_axil_rresp(rresp), .s_axil_rvalid(rvalid), .s_axil_rready(rready),
-    .dl_mem_wr_en(), .dl_mem_wr_addr(), .dl_mem_wr_data(), .dl_mem_wr_ready(1'b0),
-    .dl_mem_rd_en(), .dl_mem_rd_addr(), .dl_mem_rd_ready(1'b0), .dl_mem_rd_data(105'd0),
+    .dl_mem_wr_en(unused_wr_en), .dl_mem_wr_addr(unused_wr_addr), .dl_mem_wr_data(unused_wr_data),
+    .dl_mem_wr_ready(1'b0), .dl_mem_rd_en(unused_rd_en), .dl_mem_rd_addr(unused_rd_addr),
+    .dl_mem_rd_ready(1'b0), .dl_mem_rd_data(105'd0),
     .dl_mem_rd_valid(1'b0)
 );
 

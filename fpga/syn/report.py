@@ -35,7 +35,8 @@ def ecp5(report: Path, target_mhz: float) -> None:
         ok = "meets" if f["achieved"] >= target_mhz else "misses"
         print(f"  clock {clk}: {f['achieved']:.1f} MHz achieved ({ok} {target_mhz} MHz)")
     util = rep.get("utilization", {})
-    parts = [f"{k} {v['used']}/{v['available']}" for k, v in util.items() if k in ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD")]
+    shown = ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD")
+    parts = [f"{k} {v['used']}/{v['available']}" for k, v in util.items() if k in shown]
     print("  used: " + ", ".join(parts))
     paths = rep.get("critical_paths", [])
     if not paths:

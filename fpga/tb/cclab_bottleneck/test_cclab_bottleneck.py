@@ -12,14 +12,20 @@ import os
 import random
 
 import cocotb
+from cclab_model import Xoshiro128pp, flow_frame, seq_of
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
-from cocotbext.axi import (AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamFrame, AxiStreamMonitor,
-                           AxiStreamSink, AxiStreamSource)
+from cocotb.triggers import ClockCycles, with_timeout
+from cocotbext.axi import (
+    AxiLiteBus,
+    AxiLiteMaster,
+    AxiStreamBus,
+    AxiStreamFrame,
+    AxiStreamMonitor,
+    AxiStreamSink,
+    AxiStreamSource,
+)
 from scapy.layers.inet import ICMP, IP
 from scapy.layers.l2 import ARP, Ether
-
-from cclab_model import Xoshiro128pp, flow_frame, seq_of
 
 PERIOD_NS = 6.4
 FRAC = 1 << 24                       # rate register: bytes per cycle, Q8.24

@@ -9,10 +9,10 @@ import random
 from collections import deque
 
 import cocotb
+from cclab_model import flow_frame
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamMonitor, AxiStreamSink, AxiStreamSource
-from cclab_model import flow_frame
 
 PERIOD_PS = 6400
 ADDR_W = int(os.environ.get("PARAM_ADDR_W", "6"))

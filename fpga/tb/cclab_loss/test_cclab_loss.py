@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import cocotb
+from cclab_model import Xoshiro128pp
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
-from cclab_model import Xoshiro128pp
 
 from controller.measure.metrics import binomial_interval
 

@@ -6,10 +6,10 @@ import logging
 import random
 
 import cocotb
+from cclab_model import flow_frame, seq_of
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from cclab_model import flow_frame, seq_of
 
 PERIOD_PS = 6400
 FRAC = 1 << 24

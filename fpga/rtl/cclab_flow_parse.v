@@ -45,22 +45,23 @@ reg [7:0]        vihl, proto;
 reg [31:0]       src, dst;
 
 wire             hs    = tap_tvalid && tap_tready;
-wire [LEN_W:0]   b     = in_frame ? base : {(LEN_W+1){1'b0}};
+// base is 0 at a frame's first beat: no mux before the offset compares.
 // Offsets compare as "this beat starts at o - i" against constants, and the
 // ports' offset (at most 14 + 60 + 3) in 8 bits: no wide adder in the path.
+wire [LEN_W:0]   b     = base;
 wire             near  = b[LEN_W:7] == 0;               // the beat starts below byte 128
 wire [6:0]       b7    = b[6:0];
-
-// IHL of this frame: from this beat when it carries byte 14, else as captured
-reg  [3:0]       ihl_now;
+// The ports' offset from the IHL as captured: byte 14 always arrives in an
+// earlier beat than the ports (byte 34 at the earliest) when KEEP_W <= 32.
+wire [7:0]       poff  = 8'd14 + {2'b00, vihl[3:0], 2'b00};
 integer          i;
-always @* begin
-    ihl_now = vihl[3:0];
-    for (i = 0; i < KEEP_W; i = i + 1)
-        if (i <= 14 && near && {25'd0, b7} == 14 - i)
-            ihl_now = tap_tdata[8*i +: 4];
+
+generate
+if (KEEP_W > 32) begin : g_too_wide
+    // DATA_W above 256 would bring byte 14 and the ports in one beat
+    cclab_flow_parse_supports_at_most_256_bit_data unsupported ();
 end
-wire [7:0]       poff = 8'd14 + {2'b00, ihl_now, 2'b00};
+endgenerate
 
 // byte at offset o is in lane o - b of this beat
 function at(input [6:0] beat, input integer lane, input integer o);
@@ -71,7 +72,7 @@ always @(posedge clk) begin
     done <= hs && tap_tlast;
     if (hs) begin
         in_frame <= !tap_tlast;
-        base     <= b + KEEP_W[LEN_W:0];
+        base     <= tap_tlast ? {(LEN_W+1){1'b0}} : b + KEEP_W[LEN_W:0];
         if (!in_frame)
             len <= tap_tuser[LEN_W:1];
         if (near) begin
@@ -90,16 +91,17 @@ always @(posedge clk) begin
                 if (at(b7, i, 31)) dst[23:16]  <= tap_tdata[8*i +: 8];
                 if (at(b7, i, 32)) dst[15:8]   <= tap_tdata[8*i +: 8];
                 if (at(b7, i, 33)) dst[7:0]    <= tap_tdata[8*i +: 8];
-                if ({1'b0, b7} + i[7:0] == poff)         sport[15:8] <= tap_tdata[8*i +: 8];
-                if ({1'b0, b7} + i[7:0] == poff + 8'd1)  sport[7:0]  <= tap_tdata[8*i +: 8];
-                if ({1'b0, b7} + i[7:0] == poff + 8'd2)  dport[15:8] <= tap_tdata[8*i +: 8];
-                if ({1'b0, b7} + i[7:0] == poff + 8'd3)  dport[7:0]  <= tap_tdata[8*i +: 8];
+                if ({1'b0, b7} == poff - i[7:0])          sport[15:8] <= tap_tdata[8*i +: 8];
+                if ({1'b0, b7} == poff + 8'd1 - i[7:0])   sport[7:0]  <= tap_tdata[8*i +: 8];
+                if ({1'b0, b7} == poff + 8'd2 - i[7:0])   dport[15:8] <= tap_tdata[8*i +: 8];
+                if ({1'b0, b7} == poff + 8'd3 - i[7:0])   dport[7:0]  <= tap_tdata[8*i +: 8];
             end
         end
     end
     if (rst) begin
         in_frame <= 1'b0;
         done     <= 1'b0;
+        base     <= {(LEN_W+1){1'b0}};
     end
 end
 

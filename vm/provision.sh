@@ -64,6 +64,14 @@ guest=(
 ovs=(
 	openvswitch-switch
 )
+# The FPGA element (fpga/): Icarus runs its cocotb testbenches, Verilator lints
+# it (and builds the in-the-loop model), Yosys synthesizes it (`make fpga-synth`;
+# nextpnr for ECP5 comes from PyPI with the venv).
+fpga=(
+	iverilog
+	verilator
+	yosys
+)
 # What builds and boots the qemu lab VM on the host.
 vm_host=(
 	debootstrap
@@ -88,7 +96,7 @@ done
 if [ "$role" = guest ]; then
 	packages=("${runtime[@]}" "${guest[@]}")
 else
-	packages=("${runtime[@]}" "${build[@]}" "${ovs[@]}")
+	packages=("${runtime[@]}" "${build[@]}" "${ovs[@]}" "${fpga[@]}")
 fi
 if [ "$vm" = 1 ]; then
 	packages+=("${vm_host[@]}")

@@ -50,6 +50,17 @@ def _summary(per: float, algos: list[str], tputs_mbps: list[float], util: float)
     }
 
 
+COMMIT, SOURCE = "a357f37", "5" * 64
+
+
+def _write_run(run_dir: Path, summ: dict[str, Any], commit: str = COMMIT, source: str = SOURCE) -> None:
+    """A run's summary.json and the manifest.json fields pooling reads (commit, source hash, duration)."""
+    rundir.write_json(run_dir / "summary.json", summ)
+    rundir.write_json(
+        run_dir / "manifest.json", {"git_revision": commit, "source_hash": source, "spec": {"duration_s": 2}}
+    )
+
+
 def _sweep_dir(tmp_path: Path) -> tuple[Path, dict[tuple[int, int], float]]:
     """A sweep over bottleneck.per (2 points) x 3 repetitions of two flows (reno, tcpwplus), from the files a
     sweep writes; one run of point 1 incomplete (it must not count)."""
@@ -75,7 +86,7 @@ def _sweep_dir(tmp_path: Path) -> tuple[Path, dict[tuple[int, int], float]]:
         if pt.key == "p001-r2":
             summ["complete"] = False
             (run_dir / "INCOMPLETE").write_text("")
-        rundir.write_json(run_dir / "summary.json", summ)
+        _write_run(run_dir, summ)
         rundir.write_csv(
             run_dir / "cwnd.csv",
             [{"t_s": 0.1 * i, "flow": "f1", "algo": "reno", "cwnd_pkts": 10 + i} for i in range(20)],
@@ -94,7 +105,7 @@ def _table(d: Path) -> list[dict[str, str]]:
 
 def test_report_tables_have_n_mean_and_ci_per_point_and_algorithm(tmp_path: Path) -> None:
     d, reno = _sweep_dir(tmp_path)
-    written = report.write(d)
+    written = report.write([d])
     rows = _table(d)
     got = {(r["point"], r["metric"], r["algo"]): r for r in rows}
     r0 = got[("0", "flow_throughput_mbps", "reno")]
@@ -124,7 +135,7 @@ def test_report_tables_have_n_mean_and_ci_per_point_and_algorithm(tmp_path: Path
 
 def test_report_is_regenerated_from_the_runs(tmp_path: Path) -> None:
     d, _ = _sweep_dir(tmp_path)
-    report.write(d)
+    report.write([d])
     first = (d / "report" / "table.csv").read_text()
     (d / "report" / "table.csv").unlink()
     proc = subprocess.run([*CCLAB, "report", str(d)], cwd=REPO, capture_output=True, text=True)
@@ -156,9 +167,9 @@ def test_jain_against_flow_count_when_a_swept_array_sets_the_flows(tmp_path: Pat
         run_dir = d / "runs" / pt.key / f"jf-{pt.key}-20260101T000000Z"
         run_dir.mkdir(parents=True)
         n = 1 if pt.index == 0 else 4
-        rundir.write_json(run_dir / "summary.json", _summary(0.0, ["reno"] * n, [10.0 / n] * n, 0.99))
+        _write_run(run_dir, _summary(0.0, ["reno"] * n, [10.0 / n] * n, 0.99))
     sweep.write_manifest(sw, d)
-    names = {p.name for p in report.write(d)}
+    names = {p.name for p in report.write([d])}
     assert "jain-vs-n_flows.png" in names, names
     rows = [r for r in _table(d) if r["metric"] == "jain"]
     assert [(r["n_flows"], r["n"], r["mean"]) for r in rows] == [("1", "2", "1"), ("4", "2", "0.9")]
@@ -192,11 +203,9 @@ def test_ratios_are_paired_by_repetition_and_the_paper_is_beside_them(tmp_path: 
         # logwestwood gets 2x, 3x, 4x reno's throughput in repetitions 0, 1, 2 at PER 1e-3
         t = 1.0 + pt.rep if values["flows[0].algo"] == "reno" else (1.0 + pt.rep) * (2 + pt.rep)
         tput[pt.key] = t
-        rundir.write_json(
-            run_dir / "summary.json", _summary(values["bottleneck.per"], [values["flows[0].algo"]], [t], 0.5)
-        )
+        _write_run(run_dir, _summary(values["bottleneck.per"], [values["flows[0].algo"]], [t], 0.5))
     sweep.write_manifest(sw, d)
-    names = {p.name for p in report.write(d)}
+    names = {p.name for p in report.write([d])}
     assert {"ratios.csv", "ratio-vs-bottleneck_per.png"} <= names, names
     with (d / "report" / "ratios.csv").open() as f:
         rows = {(r["bottleneck.per"], r["algo"]): r for r in csv.DictReader(f)}

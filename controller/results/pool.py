@@ -175,7 +175,10 @@ def unpack(archive: Path, into: Path) -> list[Path]:
     """The sweep directories of a reference archive, extracted under ``into``."""
     try:
         with tarfile.open(archive, "r:xz") as tar:
-            tar.extractall(into, filter="data")
+            for m in tar.getmembers():  # what pack writes: plain files and directories under d<k>/
+                if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in Path(m.name).parts:
+                    raise tarfile.TarError(f"member {m.name!r} is not a plain file under d<k>/")
+            tar.extractall(into)
     except (OSError, tarfile.TarError) as e:
         raise SweepError(f"{archive}: not a reference archive ({e})") from None
     dirs = sorted((p for p in into.iterdir() if (p / MANIFEST).exists()), key=lambda p: int(p.name[1:]))

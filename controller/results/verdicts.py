@@ -64,6 +64,11 @@ def _welch(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float, float] |
 
 def judge(claim: cl.Claim, rows: list[dict[str, Any]]) -> Verdict:
     """The verdict of one claim on a report's table and ratio rows."""
+    if claim.warmup_s > 0:
+        raise cl.ClaimsError(
+            f"claim {claim.id}: warmup_s = {claim.warmup_s:g}: this report judges whole-run figures "
+            "(summary.json); only warmup_s = 0 is allowed until it computes them after a warm-up"
+        )
     hits = _select(rows, claim.metric, claim.algo, claim.at, claim)
     if not hits or hits[0]["mean"] is None:
         return Verdict(claim, cl.INCONCLUSIVE, 0, None, None, None, "no run gave this row yet")

@@ -176,11 +176,11 @@ def test_a_good_file_parses(tmp_path: Path) -> None:
         (('n_why = "a large effect"\n', ""), "claim lw-over-reno: n_why is missing"),
         (("warmup_s = 0", "warmup_s = 0\nmargni = 1"), "claim lw-over-reno: margni = 1: unknown field"),
         (
-            ("LogWestwood+ paper, §III", "logwestwood-plus.txt, §III"),
-            "claim lw-over-reno: source = 'logwestwood-plus.txt, §III, Fig. 7': must start with a short name",
+            ("LogWestwood+ paper, §III", "lwp.txt, §III"),
+            "claim lw-over-reno: source = 'lwp.txt, §III, Fig. 7': must start with a short name",
         ),
         (
-            ("LogWestwood+ paper, §III, Fig. 7", "LogWestwood+ paper, in logwestwood-plus.pdf"),
+            ("LogWestwood+ paper, §III, Fig. 7", "LogWestwood+ paper, in lwp.pdf"),
             "never a file name",
         ),
     ],

@@ -509,6 +509,7 @@ def test_a_real_sweep_is_pooled_judged_packed_and_regenerated(tmp_path: Path) ->
     assert len(runs) == 10
     assert {(r["commit"], r["source_hash"]) for r in runs.values()} == {(commit, source)}
     failed = [r for r in runs.values() if r["left_out"].startswith("failed its fidelity check")]
+    assert all(r["utilization"] != "" for r in runs.values())  # left-out runs' figures are shown too
     assert all(r["pooled"] == "True" for r in runs.values() if r not in failed)
     verdicts = {r["claim"]: r for r in csv.DictReader((d / "report" / "verdicts.csv").open())}
     reno = verdicts["reno-uses-the-link"]
@@ -517,8 +518,7 @@ def test_a_real_sweep_is_pooled_judged_packed_and_regenerated(tmp_path: Path) ->
     assert reno["fidelity_passed"] == f"{n_reno}/{n_reno + failed_reno}" and reno["run_length_s"] == "3"
     # 10 Mbit/s for 3 s: a reno flow uses well over a tenth of the link once its 5 runs all passed
     assert reno["verdict"] == ("holds" if n_reno == 5 else "inconclusive"), (reno, failed)
-    assert verdicts["cubic-as-reno"]["verdict"] == "inconclusive"  # n <= 5 < 10
-    assert "n = " in verdicts["cubic-as-reno"]["note"]
+    assert verdicts["cubic-as-reno"]["verdict"] == "inconclusive" and int(verdicts["cubic-as-reno"]["n"]) <= 5
     proc = subprocess.run(
         [*CCLAB, "report", "--from-reference", str(archive), "--out", str(tmp_path / "again")],
         cwd=REPO,

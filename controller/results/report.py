@@ -210,17 +210,16 @@ def tables(pool: pool_mod.Pool) -> tuple[list[str], list[dict[str, Any]], list[d
     values: dict[tuple[int, str, str], list[float]] = defaultdict(list)
     fid_failed: dict[int, int] = defaultdict(int)
     point_values = {pt["index"]: {k: _cell(v) for k, v in pt["values"].items()} for pt in manifest["points"]}
-    for run, why in pool.left_out:
-        run_rows.append(_run_row(run, point_values, False, why))
-        fid_failed[run.point["index"]] += why.startswith(pool_mod.FIDELITY)
-    for run in pool.runs:
+    for run, why in [(r, "") for r in pool.runs] + pool.left_out:
         pt, run_dir, s = run.point, run.run_dir, run.summary
-        row = _run_row(run, point_values, True, "")
+        row = _run_row(run, point_values, not why, why)
+        fid_failed[pt["index"]] += why.startswith(pool_mod.FIDELITY)
+        into = values if not why else defaultdict(list)  # a left-out run's figures are shown, never pooled
         for name, get, _ in RUN_METRICS:
             v = get(s)
             row[name] = v
             if v is not None:
-                values[(pt["index"], name, ALL)].append(float(v))
+                into[(pt["index"], name, ALL)].append(float(v))
         extra = {"rtt_short_over_long": rtt_short_over_long(s)}
         algo_of = {f["id"]: f["algo"] for f in s["flows"] if f.get("kind", "tcp") == "tcp"}
         times, censored = cwnd_recoveries(_read(run_dir / "cwnd.csv"), algo_of)
@@ -230,16 +229,16 @@ def tables(pool: pool_mod.Pool) -> tuple[list[str], list[dict[str, Any]], list[d
         for name, v in extra.items():
             row[name] = v
             if v is not None and name in EXTRA_STATS:
-                values[(pt["index"], name, ALL)].append(float(v))
+                into[(pt["index"], name, ALL)].append(float(v))
         by_algo: dict[str, list[float]] = defaultdict(list)
         for f in s["flows"]:
             by_algo[f["algo"]].append(units.mbps(f["throughput_bps"]))
         for algo, tputs in sorted(by_algo.items()):
             row[f"{algo}_flow_throughput_mbps"] = sum(tputs) / len(tputs)
-            values[(pt["index"], "flow_throughput_mbps", algo)].append(sum(tputs) / len(tputs))
+            into[(pt["index"], "flow_throughput_mbps", algo)].append(sum(tputs) / len(tputs))
         for (metric, where), v in sorted(per_path(s).items()):
             row[f"{where}_{metric}"] = v
-            values[(pt["index"], metric, where)].append(v)
+            into[(pt["index"], metric, where)].append(v)
         run_rows.append(row)
 
     flows_at = {r["point"]: r["n_flows"] for r in run_rows}

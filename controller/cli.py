@@ -229,7 +229,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
             written = report.write(dirs, dest, args.source_hash)
     else:
         dirs = [Path(d) for d in args.sweep_dir]
-        written = report.write(dirs, Path(args.out) if args.out else None, args.source_hash)
+        out_dir = Path(args.out) if args.out else None
+        written = report.write(dirs, out_dir, args.source_hash, everything=args.all_runs)
         if args.pack:
             written.append(pool.pack(dirs, Path(args.pack)))
     for p in written:
@@ -540,6 +541,11 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("sweep_dir", nargs="*", help="sweep directories of one sweep, pooled")
     rp.add_argument("--out", metavar="DIR", help="where to write (default FIRST_SWEEP_DIR/report)")
     rp.add_argument("--source-hash", metavar="HASH", help="pool the runs with this source hash (default: most runs')")
+    rp.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="take every complete run, dirty tree, other hash or failed fidelity too (a look; no verdicts)",
+    )
     rp.add_argument("--pack", metavar="FILE", help="also write what the report needs as FILE (.tar.xz)")
     rp.add_argument("--from-reference", metavar="FILE", help="regenerate the report from a .tar.xz that --pack wrote")
     rp.set_defaults(func=_cmd_report)

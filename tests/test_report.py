@@ -529,3 +529,15 @@ def test_a_real_sweep_is_pooled_judged_packed_and_regenerated(tmp_path: Path) ->
     assert (tmp_path / "again" / "verdicts.csv").read_text() == (d / "report" / "verdicts.csv").read_text()
     assert (tmp_path / "again" / "table.csv").read_text() == (d / "report" / "table.csv").read_text()
     print(f"archive of 10 runs: {archive.stat().st_size} bytes; failed fidelity: {len(failed)}")
+
+
+def test_all_runs_takes_every_complete_run_and_judges_nothing(tmp_path: Path) -> None:
+    d, _ = _sweep_dir(tmp_path)
+    _spoil(d, "p000-r0", git_revision=COMMIT + "-dirty")
+    (tmp_path / "rep.claims.toml").write_text(CLAIMS)
+    m = json.loads((d / "sweep.json").read_text())
+    rundir.write_json(d / "sweep.json", {**m, "spec_path": str(tmp_path / "rep.toml")})
+    names = {p.name for p in report.write([d], everything=True)}
+    assert "verdicts.csv" not in names
+    assert {r["pooled"] for r in _runs_csv(d / "report").values()} == {"True"}
+    assert "verdicts.csv" in {p.name for p in report.write([d], tmp_path / "strict")}

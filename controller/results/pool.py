@@ -53,6 +53,8 @@ class Pool:
     sweep_dirs: list[Path]
     source_hash: str
     """The hash every pooled run has."""
+    everything: bool
+    """Every complete run pooled, whatever its tree, hash and fidelity: not a pool a verdict may use."""
     runs: list[Run] = field(default_factory=list)
     """Pooled."""
     left_out: list[tuple[Run, str]] = field(default_factory=list)
@@ -84,9 +86,10 @@ def _failed_checks(summary: dict[str, Any]) -> str:
     return "; ".join(names + [str(n) for n in fid.get("notes", [])]) or "see its summary.json"
 
 
-def collect(sweep_dirs: list[Path], source_hash: str | None = None) -> Pool:
+def collect(sweep_dirs: list[Path], source_hash: str | None = None, *, everything: bool = False) -> Pool:
     """Every complete run of the directories, pooled or left out with its reason. ``source_hash``: the pool's
-    (default: the one most clean runs have; on a tie, the newest run's)."""
+    (default: the one most clean runs have; on a tie, the newest run's). ``everything``: pool every complete run
+    (a look during development; nothing is judged on it)."""
     if not sweep_dirs:
         raise SweepError("give at least one sweep directory (or --from-reference FILE)")
     manifests = [(d, _load(d)) for d in sweep_dirs]
@@ -117,10 +120,10 @@ def collect(sweep_dirs: list[Path], source_hash: str | None = None) -> Pool:
         counts = Counter(r.source_hash for r in clean)
         newest = {r.source_hash: r.run_dir.name for r in clean}
         source_hash = max(counts, key=lambda h: (counts[h], newest[h])) if counts else "unknown"
-    pool = Pool(base, list(sweep_dirs), source_hash)
+    pool = Pool(base, list(sweep_dirs), source_hash, everything)
     seen: dict[tuple[int, Any], Run] = {}
     for r in found:
-        why = _why_not(r, source_hash)
+        why = None if everything else _why_not(r, source_hash)
         if why is None and (other := seen.get((r.point["index"], r.point["seed"]))) is not None:
             why = f"same seed as {other.run_dir} at its point (not an independent repetition)"
         if why is None:

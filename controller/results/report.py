@@ -430,10 +430,13 @@ def _plot_traces(pool: pool_mod.Pool, out: Path) -> list[Path]:
     return written
 
 
-def write(sweep_dirs: list[Path], out_dir: Path | None = None, source_hash: str | None = None) -> list[Path]:
+def write(
+    sweep_dirs: list[Path], out_dir: Path | None = None, source_hash: str | None = None, *, everything: bool = False
+) -> list[Path]:
     """Pool the sweep directories' runs (controller.results.pool); write runs.csv, table.csv, ratios.csv, the
-    verdicts of the spec's claims file and the plots under out_dir (default FIRST_SWEEP_DIR/report)."""
-    pool = pool_mod.collect(sweep_dirs, source_hash)
+    verdicts of the spec's claims file and the plots under out_dir (default FIRST_SWEEP_DIR/report).
+    ``everything``: every complete run, whatever its tree, hash and fidelity, and no verdicts."""
+    pool = pool_mod.collect(sweep_dirs, source_hash, everything=everything)
     manifest = pool.manifest
     out = out_dir or sweep_dirs[0] / "report"
     paths, run_rows, stat_rows = tables(pool)
@@ -465,7 +468,9 @@ def write(sweep_dirs: list[Path], out_dir: Path | None = None, source_hash: str 
         fmt = [{k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()} for r in ratio_rows]
         rundir.write_csv(written[-1], fmt, ratio_cols)
     claims_file = spec_beside(manifest, claims_mod.CLAIMS_SUFFIX)
-    if claims_file is not None:
+    if claims_file is not None and everything:
+        log.warning("no verdicts: every complete run was taken (--all-runs), not a pool")
+    elif claims_file is not None:
         from controller.results import verdicts
 
         written += verdicts.write(claims_mod.parse(claims_file), stat_rows + ratio_rows, run_rows, pool, out)

@@ -226,13 +226,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="cclab-reference-") as tmp:
             dirs = pool.unpack(archive, Path(tmp))
             dest = Path(args.out) if args.out else archive.parent / archive.name.removesuffix(".tar.xz")
-            written = report.write(dirs, dest, args.source_hash)
+            written = report.write(dirs, dest, args.source_hash, everything=args.all_runs)
     else:
         dirs = [Path(d) for d in args.sweep_dir]
+        if args.pack:  # first: the raw runs are kept even where none can be pooled yet
+            out.print(str(pool.pack(dirs, Path(args.pack))))
         out_dir = Path(args.out) if args.out else None
         written = report.write(dirs, out_dir, args.source_hash, everything=args.all_runs)
-        if args.pack:
-            written.append(pool.pack(dirs, Path(args.pack)))
     for p in written:
         out.print(str(p))
     return 0

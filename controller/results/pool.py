@@ -158,10 +158,11 @@ def _why_not(r: Run, source_hash: str) -> str | None:
 def pack(sweep_dirs: list[Path], archive: Path) -> Path:
     """What a report of these directories needs, as one .tar.xz: each directory's sweep.json and points/, and of
     every complete run RUN_FILES (those it has).  The directories go in as d0/, d1/, ... in the order given."""
+    manifests = [_load(d) for d in sweep_dirs]  # every directory checked before anything is written
     archive.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "w:xz") as tar:
-        for k, d in enumerate(sweep_dirs):
-            m = _load(d)
+    tmp = archive.with_name(archive.name + ".part")
+    with tarfile.open(tmp, "w:xz") as tar:
+        for k, (d, m) in enumerate(zip(sweep_dirs, manifests)):
             tar.add(d / MANIFEST, f"d{k}/{MANIFEST}")
             tar.add(d / "points", f"d{k}/points")
             for pt in m["points"]:
@@ -171,6 +172,7 @@ def pack(sweep_dirs: list[Path], archive: Path) -> Path:
                     f = d / pt["run_dir"] / name
                     if f.exists():
                         tar.add(f, f"d{k}/{pt['run_dir']}/{name}")
+    tmp.replace(archive)
     return archive
 
 

@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from controller.experiment import executors, preflight, runner, sweep
 from controller.measure.live import final_table, render
 from controller.measure.monitor import LiveState
 from controller.network import units
+from controller.results.claims import ClaimsError
 from controller.spec import sweep as sweep_spec
 from controller.vm.share import require_inside
 from hosts.traffic import TrafficError
@@ -39,6 +41,7 @@ EXPECTED = (
     vm.VmError,
     sweep_spec.SweepError,
     executors.ExecutorError,
+    ClaimsError,
 )
 
 KEEP_SYSCTLS_HELP = (
@@ -212,9 +215,24 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from controller.results import report
+    from controller.results import pool, report
 
-    written = report.write(Path(args.sweep_dir), Path(args.out) if args.out else None)
+    if args.from_reference and (args.sweep_dir or args.pack):
+        raise sweep_spec.SweepError(
+            "--from-reference FILE takes no sweep directory and no --pack: it reports what FILE holds"
+        )
+    if args.from_reference:
+        archive = Path(args.from_reference)
+        with tempfile.TemporaryDirectory(prefix="cclab-reference-") as tmp:
+            dirs = pool.unpack(archive, Path(tmp))
+            dest = Path(args.out) if args.out else archive.parent / archive.name.removesuffix(".tar.xz")
+            written = report.write(dirs, dest, args.source_hash, everything=args.all_runs)
+    else:
+        dirs = [Path(d) for d in args.sweep_dir]
+        if args.pack:  # first: the raw runs are kept even where none can be pooled yet
+            out.print(str(pool.pack(dirs, Path(args.pack))))
+        out_dir = Path(args.out) if args.out else None
+        written = report.write(dirs, out_dir, args.source_hash, everything=args.all_runs)
     for p in written:
         out.print(str(p))
     return 0
@@ -516,10 +534,20 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser(
         "report",
         help="tables (mean, 95 %% CI, n) and plots of a sweep, from its runs' files",
-        description="Aggregate a sweep directory's complete runs into CSV tables and PNG plots under report/.",
+        description="Pool the complete runs of one or more sweep directories of a sweep (clean tree, one source "
+        "hash, fidelity passed), and write CSV tables, PNG plots and the verdicts of the spec's claims file "
+        "(docs/claims.md) under report/.",
     )
-    rp.add_argument("sweep_dir")
-    rp.add_argument("--out", metavar="DIR", help="where to write (default SWEEP_DIR/report)")
+    rp.add_argument("sweep_dir", nargs="*", help="sweep directories of one sweep, pooled")
+    rp.add_argument("--out", metavar="DIR", help="where to write (default FIRST_SWEEP_DIR/report)")
+    rp.add_argument("--source-hash", metavar="HASH", help="pool the runs with this source hash (default: most runs')")
+    rp.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="take every complete run, dirty tree, other hash or failed fidelity too (a look; no verdicts)",
+    )
+    rp.add_argument("--pack", metavar="FILE", help="also write what the report needs as FILE (.tar.xz)")
+    rp.add_argument("--from-reference", metavar="FILE", help="regenerate the report from a .tar.xz that --pack wrote")
     rp.set_defaults(func=_cmd_report)
 
     cl = sub.add_parser(

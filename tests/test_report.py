@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,17 @@ def _summary(per: float, algos: list[str], tputs_mbps: list[float], util: float)
     }
 
 
+COMMIT, SOURCE = "a357f37", "5" * 64
+
+
+def _write_run(run_dir: Path, summ: dict[str, Any], commit: str = COMMIT, source: str = SOURCE) -> None:
+    """A run's summary.json and the manifest.json fields pooling reads (commit, source hash, duration)."""
+    rundir.write_json(run_dir / "summary.json", summ)
+    rundir.write_json(
+        run_dir / "manifest.json", {"git_revision": commit, "source_hash": source, "spec": {"duration_s": 2}}
+    )
+
+
 def _sweep_dir(tmp_path: Path) -> tuple[Path, dict[tuple[int, int], float]]:
     """A sweep over bottleneck.per (2 points) x 3 repetitions of two flows (reno, tcpwplus), from the files a
     sweep writes; one run of point 1 incomplete (it must not count)."""
@@ -75,7 +87,7 @@ def _sweep_dir(tmp_path: Path) -> tuple[Path, dict[tuple[int, int], float]]:
         if pt.key == "p001-r2":
             summ["complete"] = False
             (run_dir / "INCOMPLETE").write_text("")
-        rundir.write_json(run_dir / "summary.json", summ)
+        _write_run(run_dir, summ)
         rundir.write_csv(
             run_dir / "cwnd.csv",
             [{"t_s": 0.1 * i, "flow": "f1", "algo": "reno", "cwnd_pkts": 10 + i} for i in range(20)],
@@ -94,7 +106,7 @@ def _table(d: Path) -> list[dict[str, str]]:
 
 def test_report_tables_have_n_mean_and_ci_per_point_and_algorithm(tmp_path: Path) -> None:
     d, reno = _sweep_dir(tmp_path)
-    written = report.write(d)
+    written = report.write([d])
     rows = _table(d)
     got = {(r["point"], r["metric"], r["algo"]): r for r in rows}
     r0 = got[("0", "flow_throughput_mbps", "reno")]
@@ -124,7 +136,7 @@ def test_report_tables_have_n_mean_and_ci_per_point_and_algorithm(tmp_path: Path
 
 def test_report_is_regenerated_from_the_runs(tmp_path: Path) -> None:
     d, _ = _sweep_dir(tmp_path)
-    report.write(d)
+    report.write([d])
     first = (d / "report" / "table.csv").read_text()
     (d / "report" / "table.csv").unlink()
     proc = subprocess.run([*CCLAB, "report", str(d)], cwd=REPO, capture_output=True, text=True)
@@ -156,9 +168,9 @@ def test_jain_against_flow_count_when_a_swept_array_sets_the_flows(tmp_path: Pat
         run_dir = d / "runs" / pt.key / f"jf-{pt.key}-20260101T000000Z"
         run_dir.mkdir(parents=True)
         n = 1 if pt.index == 0 else 4
-        rundir.write_json(run_dir / "summary.json", _summary(0.0, ["reno"] * n, [10.0 / n] * n, 0.99))
+        _write_run(run_dir, _summary(0.0, ["reno"] * n, [10.0 / n] * n, 0.99))
     sweep.write_manifest(sw, d)
-    names = {p.name for p in report.write(d)}
+    names = {p.name for p in report.write([d])}
     assert "jain-vs-n_flows.png" in names, names
     rows = [r for r in _table(d) if r["metric"] == "jain"]
     assert [(r["n_flows"], r["n"], r["mean"]) for r in rows] == [("1", "2", "1"), ("4", "2", "0.9")]
@@ -192,11 +204,9 @@ def test_ratios_are_paired_by_repetition_and_the_paper_is_beside_them(tmp_path: 
         # logwestwood gets 2x, 3x, 4x reno's throughput in repetitions 0, 1, 2 at PER 1e-3
         t = 1.0 + pt.rep if values["flows[0].algo"] == "reno" else (1.0 + pt.rep) * (2 + pt.rep)
         tput[pt.key] = t
-        rundir.write_json(
-            run_dir / "summary.json", _summary(values["bottleneck.per"], [values["flows[0].algo"]], [t], 0.5)
-        )
+        _write_run(run_dir, _summary(values["bottleneck.per"], [values["flows[0].algo"]], [t], 0.5))
     sweep.write_manifest(sw, d)
-    names = {p.name for p in report.write(d)}
+    names = {p.name for p in report.write([d])}
     assert {"ratios.csv", "ratio-vs-bottleneck_per.png"} <= names, names
     with (d / "report" / "ratios.csv").open() as f:
         rows = {(r["bottleneck.per"], r["algo"]): r for r in csv.DictReader(f)}
@@ -271,3 +281,270 @@ def test_per_path_sets_a_one_path_connection_beside_that_paths_single_path_flows
         ("connection_throughput_mbps", "f1"): 5.0,
         ("connection_over_path_flow", "f1"): 1.25,
     }
+
+
+# --- pooling, verdicts, reference archives -------------------------------------------------------
+
+CLAIMS = """
+[[claims]]
+id = "tcpwplus-faster"
+source = "LogWestwood+ paper, §III, Fig. 7"
+paper = "above"
+metric = "flow_throughput_mbps"
+algo = "tcpwplus"
+at = { "bottleneck.per" = 0 }
+compare = "order"
+than = { algo = "reno" }
+margin = 0.0
+margin_why = "the order"
+n = 10
+n_why = "the order, size unknown"
+warmup_s = 0
+"""
+
+
+def _runs_csv(out: Path) -> dict[str, dict[str, str]]:
+    with (out / "runs.csv").open() as f:
+        return {r["run_dir"]: r for r in csv.DictReader(f)}
+
+
+def _spoil(d: Path, key: str, **manifest: Any) -> str:
+    """Rewrite one run's manifest.json fields; return its run_dir relative to the sweep."""
+    [run_dir] = sweep.attempts(d, key)
+    m = json.loads((run_dir / "manifest.json").read_text())
+    rundir.write_json(run_dir / "manifest.json", {**m, **manifest})
+    return str(run_dir.relative_to(d))
+
+
+def test_runs_csv_carries_each_runs_commit_and_source_hash(tmp_path: Path) -> None:
+    d, _ = _sweep_dir(tmp_path)
+    report.write([d])
+    runs = _runs_csv(d / "report")
+    assert len(runs) == 5
+    assert {(r["commit"], r["source_hash"], r["pooled"], r["left_out"]) for r in runs.values()} == {
+        (COMMIT, SOURCE, "True", "")
+    }
+
+
+def test_pooling_leaves_out_a_dirty_and_a_different_hash_run_and_names_them(tmp_path: Path) -> None:
+    d, reno = _sweep_dir(tmp_path)
+    dirty = _spoil(d, "p000-r0", git_revision=COMMIT + "-dirty")
+    other = _spoil(d, "p000-r1", source_hash="6" * 64)
+    report.write([d])
+    runs = _runs_csv(d / "report")
+    assert (
+        runs[dirty]["pooled"] == "False"
+        and runs[dirty]["left_out"] == f"ran from a dirty or unknown tree (git describe: {COMMIT}-dirty)"
+    )
+    assert runs[other]["left_out"] == f"source hash {'6' * 12} differs from the pool's {'5' * 12}"
+    r0 = {(r["point"], r["metric"], r["algo"]): r for r in _table(d)}[("0", "flow_throughput_mbps", "reno")]
+    assert (r0["n"], float(r0["mean"])) == ("1", reno[(0, 2)])  # only p000-r2 is pooled at point 0
+    # the pool's hash is the one most clean runs have; asking for the other pools that one alone
+    report.write([d], tmp_path / "other", source_hash="6" * 64)
+    pooled = [k for k, r in _runs_csv(tmp_path / "other").items() if r["pooled"] == "True"]
+    assert pooled == [other]
+
+
+def test_a_run_that_failed_its_fidelity_check_is_left_out_counted_and_named(tmp_path: Path) -> None:
+    d, _ = _sweep_dir(tmp_path)
+    [run_dir] = sweep.attempts(d, "p000-r1")
+    summ = json.loads((run_dir / "summary.json").read_text())
+    summ["fidelity"] = {"ok": False, "notes": [], "checks": {"bottleneck_rate": {"ok": False}, "cpu": {"ok": True}}}
+    rundir.write_json(run_dir / "summary.json", summ)
+    spec_file = tmp_path / "rep.toml"
+    (tmp_path / "rep.claims.toml").write_text(CLAIMS)
+    m = json.loads((d / "sweep.json").read_text())
+    rundir.write_json(d / "sweep.json", {**m, "spec_path": str(spec_file)})
+    report.write([d])
+    runs = _runs_csv(d / "report")
+    key = str(run_dir.relative_to(d))
+    assert runs[key]["left_out"] == "failed its fidelity check (bottleneck_rate)"
+    rows = {(r["point"], r["metric"], r["algo"]): r for r in _table(d)}
+    assert (rows[("0", "utilization", "all")]["fidelity_ok_runs"], rows[("0", "utilization", "all")]["n"]) == ("2", "2")
+    assert rows[("0", "utilization", "all")]["fidelity_failed_runs"] == "1"
+    with (d / "report" / "verdicts.csv").open() as f:
+        [v] = list(csv.DictReader(f))
+    # 2 of 3 runs at point 0 passed; n = 2 < 10, so the order (tcpwplus 5.0, 5.5, 6.0 over reno 4, 5, 6) cannot hold
+    assert (v["claim"], v["fidelity_passed"], v["n"], v["n_required"]) == ("tcpwplus-faster", "2/3", "2", "10")
+    assert (v["verdict"], v["run_length_s"]) == ("inconclusive", "2")
+    md = (d / "report" / "verdicts.md").read_text()
+    assert f"- {run_dir}: failed its fidelity check (bottleneck_rate)" in md and "**inconclusive**" in md
+
+
+def test_two_sweep_directories_pool_and_a_repeated_seed_counts_once(tmp_path: Path) -> None:
+    d1, _ = _sweep_dir(tmp_path / "a")
+    d2, _ = _sweep_dir(tmp_path / "b")  # the same spec and seeds: the same loss draws, not new repetitions
+    report.write([d1, d2], tmp_path / "out")
+    runs = list(csv.DictReader((tmp_path / "out" / "runs.csv").open()))
+    assert len(runs) == 10 and sum(r["pooled"] == "True" for r in runs) == 5
+    assert {r["left_out"].split(" as ")[0] for r in runs if r["pooled"] == "False"} == {"same seed"}
+    assert all(r["sweep"] == str(d2) for r in runs if r["pooled"] == "False")
+
+
+def test_a_sweep_of_only_dirty_runs_has_nothing_to_pool(tmp_path: Path) -> None:
+    d, _ = _sweep_dir(tmp_path)
+    for key in ("p000-r0", "p000-r1", "p000-r2", "p001-r0", "p001-r1", "p001-r2"):
+        _spoil(d, key, git_revision="unknown")
+    proc = subprocess.run([*CCLAB, "report", str(d)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.startswith(f"cclab: {d} has no complete run to pool yet; left out: ")
+        and "unknown tree" in proc.stderr
+    )
+
+
+def test_a_reference_archive_regenerates_the_report(tmp_path: Path) -> None:
+    d, _ = _sweep_dir(tmp_path)
+    archive = tmp_path / "ref" / "rep.tar.xz"
+    proc = subprocess.run([*CCLAB, "report", str(d), "--pack", str(archive)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(
+        [*CCLAB, "report", "--from-reference", str(archive)], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    again = tmp_path / "ref" / "rep"
+    assert (again / "table.csv").read_text() == (d / "report" / "table.csv").read_text()
+    ours, theirs = _runs_csv(d / "report"), _runs_csv(again)
+    assert {k: {c: v for c, v in r.items() if c != "sweep"} for k, r in ours.items()} == {
+        k: {c: v for c, v in r.items() if c != "sweep"} for k, r in theirs.items()
+    }
+
+
+def test_source_hash_covers_the_tracked_data_plane_and_algorithm_sources(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    for name in ("p4/a.p4", "hosts/cc/core/x.h", "controller/dataplane/k.py", "docs/readme.md"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(name)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    first = rundir.source_hash(repo)
+    assert re.fullmatch(r"[0-9a-f]{64}", first)
+    (repo / "docs/readme.md").write_text("changed")  # outside the source directories
+    (repo / "p4/untracked.p4").write_text("new")  # not tracked
+    assert rundir.source_hash(repo) == first
+    (repo / "hosts/cc/core/x.h").write_text("changed")  # a tracked source, changed in the working tree
+    assert rundir.source_hash(repo) != first
+    assert rundir.source_hash(tmp_path / "no-repo") == "unknown"
+
+
+E2E_SPEC = """
+name = "claims_e2e"
+duration_s = 3
+dataplane = "kernel"
+seed = 7
+
+[topology]
+kind = "dumbbell"
+pairs = 1
+
+[bottleneck]
+rate_mbps = 10
+queue_pkts = 50
+
+[[flows]]
+algo = "reno"
+src = "h1"
+dst = "r1"
+
+[sweep]
+repetitions = 5
+"flows[0].algo" = ["reno", "cubic"]
+"""
+
+E2E_CLAIMS = """
+[[claims]]
+id = "reno-uses-the-link"
+source = "TCPW faster-recovery slides, slide 9"
+paper = "a made-up floor for this test"
+metric = "utilization"
+algo = "all"
+at = { "flows[0].algo" = "reno" }
+compare = "order"
+value = 9.0
+than = 0.1
+margin = 0.0
+margin_why = "the order"
+n = 5
+n_why = "a ninefold effect"
+warmup_s = 0
+
+[[claims]]
+id = "cubic-as-reno"
+source = "TCPW faster-recovery slides, slide 9"
+paper = "1"
+metric = "flow_throughput_ratio"
+algo = "cubic/reno"
+compare = "ratio"
+value = 1.0
+margin = 0.5
+margin_why = "wide on purpose"
+n = 10
+n_why = "no effect claimed: n >= 10, more than this sweep has"
+warmup_s = 0
+"""
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("clean_host")
+def test_a_real_sweep_is_pooled_judged_packed_and_regenerated(tmp_path: Path) -> None:
+    """2 points x 5 repetitions x 3 s at 10 Mbit/s: runs record commit and source hash, the report pools them by
+    the rule (or refuses a dirty tree's runs, naming one), judges the claims and regenerates from its archive."""
+    spec_file = tmp_path / "e2e.toml"
+    spec_file.write_text(E2E_SPEC)
+    (tmp_path / "e2e.claims.toml").write_text(E2E_CLAIMS)
+    d = tmp_path / "sweep"
+    proc = subprocess.run(
+        [*CCLAB, "sweep", str(spec_file), "--dir", str(d), "--no-live"], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    commit, source = rundir.git_revision(), rundir.source_hash()
+    for run_dir in (d / "runs").glob("*/*"):
+        m = json.loads((run_dir / "manifest.json").read_text())
+        assert (m["git_revision"], m["source_hash"]) == (commit, source), run_dir
+    archive = tmp_path / "ref.tar.xz"
+    proc = subprocess.run([*CCLAB, "report", str(d), "--pack", str(archive)], cwd=REPO, capture_output=True, text=True)
+    assert archive.exists(), proc.stderr
+    again = [*CCLAB, "report", "--from-reference", str(archive), "--out", str(tmp_path / "again")]
+    if proc.returncode != 0:
+        # nothing to pool: a work tree with changes, or a host so busy every run failed its fidelity check
+        why = "ran from a dirty or unknown tree" if commit.endswith("-dirty") else "failed its fidelity check"
+        assert proc.returncode == 2 and f"has no complete run to pool yet; left out: {d}/runs/" in proc.stderr
+        assert why in proc.stderr, proc.stderr
+        for argv in ([*CCLAB, "report", str(d), "--all-runs"], [*again, "--all-runs"]):
+            proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "again" / "table.csv").read_text() == (d / "report" / "table.csv").read_text()
+        print(f"archive of 10 runs: {archive.stat().st_size} bytes; nothing pooled ({why})")
+        return
+    runs = _runs_csv(d / "report")
+    assert len(runs) == 10
+    assert {(r["commit"], r["source_hash"]) for r in runs.values()} == {(commit, source)}
+    failed = [r for r in runs.values() if r["left_out"].startswith("failed its fidelity check")]
+    assert all(r["utilization"] != "" for r in runs.values())  # left-out runs' figures are shown too
+    assert all(r["pooled"] == "True" for r in runs.values() if r not in failed)
+    verdicts = {r["claim"]: r for r in csv.DictReader((d / "report" / "verdicts.csv").open())}
+    reno = verdicts["reno-uses-the-link"]
+    n_reno = sum(r["pooled"] == "True" for r in runs.values() if r["flows[0].algo"] == "reno")
+    failed_reno = sum(r["flows[0].algo"] == "reno" for r in failed)
+    assert reno["fidelity_passed"] == f"{n_reno}/{n_reno + failed_reno}" and reno["run_length_s"] == "3"
+    # 10 Mbit/s for 3 s: a reno flow uses well over a tenth of the link once its 5 runs all passed
+    assert reno["verdict"] == ("holds" if n_reno == 5 else "inconclusive"), (reno, failed)
+    assert verdicts["cubic-as-reno"]["verdict"] == "inconclusive" and int(verdicts["cubic-as-reno"]["n"]) <= 5
+    proc = subprocess.run(again, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "again" / "verdicts.csv").read_text() == (d / "report" / "verdicts.csv").read_text()
+    assert (tmp_path / "again" / "table.csv").read_text() == (d / "report" / "table.csv").read_text()
+    print(f"archive of 10 runs: {archive.stat().st_size} bytes; failed fidelity: {len(failed)}")
+
+
+def test_all_runs_takes_every_complete_run_and_judges_nothing(tmp_path: Path) -> None:
+    d, _ = _sweep_dir(tmp_path)
+    _spoil(d, "p000-r0", git_revision=COMMIT + "-dirty")
+    (tmp_path / "rep.claims.toml").write_text(CLAIMS)
+    m = json.loads((d / "sweep.json").read_text())
+    rundir.write_json(d / "sweep.json", {**m, "spec_path": str(tmp_path / "rep.toml")})
+    names = {p.name for p in report.write([d], everything=True)}
+    assert "verdicts.csv" not in names
+    assert {r["pooled"] for r in _runs_csv(d / "report").values()} == {"True"}
+    assert "verdicts.csv" in {p.name for p in report.write([d], tmp_path / "strict")}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,11 @@ from scipy import stats
 
 from controller import system
 from controller.network import units
+from controller.results import claims as claims_mod
+from controller.results import pool as pool_mod
 from controller.results import rundir
 from controller.results.plots import _by_flow, _read, _save, plt
-from controller.spec.sweep import MANIFEST, SweepError
+from controller.spec.sweep import SweepError
 
 log = logging.getLogger(__name__)
 
@@ -90,23 +92,6 @@ def mean_ci(values: list[float], confidence: float = CONFIDENCE) -> Stat:
         return Stat(n, mean, 0.0, mean, mean)
     lo, hi = stats.t.interval(confidence, n - 1, loc=mean, scale=sem)
     return Stat(n, mean, std, float(lo), float(hi))
-
-
-def _runs(sweep_dir: Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], Path, dict[str, Any]]]]:
-    """The sweep manifest, and (point entry, run dir, summary) of every complete run."""
-    try:
-        manifest: dict[str, Any] = json.loads((sweep_dir / MANIFEST).read_text())
-    except OSError:
-        raise SweepError(f"{sweep_dir} is not a sweep directory (no {MANIFEST}); run `cclab sweep` first") from None
-    runs = []
-    for pt in manifest["points"]:
-        if pt["run_dir"] is None:
-            continue
-        run_dir = sweep_dir / pt["run_dir"]
-        summ = json.loads((run_dir / "summary.json").read_text())
-        if summ.get("complete"):
-            runs.append((pt, run_dir, summ))
-    return manifest, runs
 
 
 #: run-level figures besides RUN_METRICS that get a mean and CI per point
@@ -205,25 +190,36 @@ def per_path(s: dict[str, Any]) -> dict[tuple[str, str], float]:
     return out
 
 
-def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(swept paths, one row per run, one row per grid point x metric x algorithm)."""
-    manifest, runs = _runs(sweep_dir)
+def _run_row(run: pool_mod.Run, point_values: dict[int, dict[str, Any]], pooled: bool, why: str) -> dict[str, Any]:
+    pt = run.point
+    row: dict[str, Any] = {"point": pt["index"], "rep": pt["rep"], "seed": pt["seed"], **point_values[pt["index"]]}
+    row.update(sweep=str(run.sweep_dir), run_dir=str(run.run_dir.relative_to(run.sweep_dir)))
+    row.update(commit=run.commit, source_hash=run.source_hash, pooled=pooled, left_out=why)
+    row.update(n_flows=len(run.summary["flows"]), fidelity_ok=run.summary["fidelity"]["ok"])
+    row["duration_s"] = run.manifest.get("spec", {}).get("duration_s")
+    return row
+
+
+def tables(pool: pool_mod.Pool) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(swept paths, one row per complete run (pooled or left out), one row per grid point x metric x algorithm
+    over the pooled runs)."""
+    manifest = pool.manifest
     paths = [g["path"] for g in manifest["grid"]]
     run_rows = []
     # (point index, metric, algo) -> values over repetitions
     values: dict[tuple[int, str, str], list[float]] = defaultdict(list)
-    fid_ok: dict[int, int] = defaultdict(int)
+    fid_failed: dict[int, int] = defaultdict(int)
     point_values = {pt["index"]: {k: _cell(v) for k, v in pt["values"].items()} for pt in manifest["points"]}
-    for pt, run_dir, s in runs:
-        row: dict[str, Any] = {"point": pt["index"], "rep": pt["rep"], "seed": pt["seed"], **point_values[pt["index"]]}
-        row.update(run_dir=str(run_dir.relative_to(sweep_dir)), n_flows=len(s["flows"]))
-        row["fidelity_ok"] = s["fidelity"]["ok"]
-        fid_ok[pt["index"]] += bool(s["fidelity"]["ok"])
+    for run, why in [(r, "") for r in pool.runs] + pool.left_out:
+        pt, run_dir, s = run.point, run.run_dir, run.summary
+        row = _run_row(run, point_values, not why, why)
+        fid_failed[pt["index"]] += why.startswith(pool_mod.FIDELITY)
+        into = values if not why else defaultdict(list)  # a left-out run's figures are shown, never pooled
         for name, get, _ in RUN_METRICS:
             v = get(s)
             row[name] = v
             if v is not None:
-                values[(pt["index"], name, ALL)].append(float(v))
+                into[(pt["index"], name, ALL)].append(float(v))
         extra = {"rtt_short_over_long": rtt_short_over_long(s)}
         algo_of = {f["id"]: f["algo"] for f in s["flows"] if f.get("kind", "tcp") == "tcp"}
         times, censored = cwnd_recoveries(_read(run_dir / "cwnd.csv"), algo_of)
@@ -233,19 +229,20 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
         for name, v in extra.items():
             row[name] = v
             if v is not None and name in EXTRA_STATS:
-                values[(pt["index"], name, ALL)].append(float(v))
+                into[(pt["index"], name, ALL)].append(float(v))
         by_algo: dict[str, list[float]] = defaultdict(list)
         for f in s["flows"]:
             by_algo[f["algo"]].append(units.mbps(f["throughput_bps"]))
         for algo, tputs in sorted(by_algo.items()):
             row[f"{algo}_flow_throughput_mbps"] = sum(tputs) / len(tputs)
-            values[(pt["index"], "flow_throughput_mbps", algo)].append(sum(tputs) / len(tputs))
+            into[(pt["index"], "flow_throughput_mbps", algo)].append(sum(tputs) / len(tputs))
         for (metric, where), v in sorted(per_path(s).items()):
             row[f"{where}_{metric}"] = v
-            values[(pt["index"], metric, where)].append(v)
+            into[(pt["index"], metric, where)].append(v)
         run_rows.append(row)
 
     flows_at = {r["point"]: r["n_flows"] for r in run_rows}
+    fid_ok = Counter(r.point["index"] for r in pool.runs)
     reps = manifest["repetitions"]
     stat_rows = []
     for (index, metric, algo), vs in sorted(values.items()):
@@ -264,6 +261,7 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
                 "ci95_low": st.ci_low,
                 "ci95_high": st.ci_high,
                 "fidelity_ok_runs": fid_ok[index],
+                "fidelity_failed_runs": fid_failed[index],
             }
         )
     return paths, run_rows, stat_rows
@@ -271,7 +269,7 @@ def tables(sweep_dir: Path) -> tuple[list[str], list[dict[str, Any]], list[dict[
 
 def ratios(manifest: dict[str, Any], run_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-flow throughput of every later over every earlier value of each swept algorithm field (a path ending in
-    ``algo``), paired by repetition and the other swept values: mean and CI of the per-repetition ratios."""
+    ``algo``), paired by seed (the repetition) and the other swept values: mean and CI of the paired ratios."""
     paths = [g["path"] for g in manifest["grid"]]
     out = []
     for g in manifest["grid"]:
@@ -281,8 +279,8 @@ def ratios(manifest: dict[str, Any], run_rows: list[dict[str, Any]]) -> list[dic
         by: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)  # (other values..., rep) -> algo -> Mbit/s
         for r in run_rows:
             v = r.get(f"{r[g['path']]}_flow_throughput_mbps")
-            if v is not None:
-                by[tuple(r[o] for o in others) + (r["rep"],)][r[g["path"]]] = v
+            if v is not None and r["pooled"]:
+                by[tuple(r[o] for o in others) + (r["seed"],)][r[g["path"]]] = v
         for i, lo in enumerate(g["values"]):
             for hi in g["values"][i + 1 :]:
                 paired: dict[tuple[Any, ...], list[float]] = defaultdict(list)
@@ -306,14 +304,20 @@ def ratios(manifest: dict[str, Any], run_rows: list[dict[str, Any]]) -> list[dic
     return out
 
 
-def paper_numbers(manifest: dict[str, Any]) -> list[dict[str, str]]:
-    """The rows of ``<spec stem>.paper.csv`` beside the sweep's spec (none when there is no such file)."""
+def spec_beside(manifest: dict[str, Any], suffix: str) -> Path | None:
+    """``<spec stem><suffix>`` beside the sweep's spec (its path as recorded, from here or the repository)."""
     spec = Path(manifest.get("spec_path") or "")
     for base in (Path.cwd(), system.REPO):
-        path = base / spec.parent / (spec.stem + PAPER_SUFFIX)
+        path = base / spec.parent / (spec.stem + suffix)
         if spec.name and path.exists():
-            return _read(path)
-    return []
+            return path
+    return None
+
+
+def paper_numbers(manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """The rows of ``<spec stem>.paper.csv`` beside the sweep's spec (none when there is no such file)."""
+    path = spec_beside(manifest, PAPER_SUFFIX)
+    return _read(path) if path else []
 
 
 def _same(paper: str, ours: Any) -> bool:
@@ -394,15 +398,16 @@ def _plot_metric(
     _save(fig, path)
 
 
-def _plot_traces(sweep_dir: Path, manifest: dict[str, Any], out: Path) -> list[Path]:
-    """cwnd (tcp_info) and bandwidth estimates (ccstate) of each grid point's first complete repetition."""
+def _plot_traces(pool: pool_mod.Pool, out: Path) -> list[Path]:
+    """cwnd (tcp_info) and bandwidth estimates (ccstate) of each grid point's first pooled repetition."""
     written = []
     shown: set[int] = set()
-    for pt in manifest["points"]:
-        if pt["run_dir"] is None or pt["index"] in shown:
+    for run in pool.runs:
+        pt = run.point
+        if pt["index"] in shown:
             continue
         shown.add(pt["index"])
-        run_dir = sweep_dir / pt["run_dir"]
+        run_dir = run.run_dir
         algo = {f["id"]: f["algo"] for f in json.loads((run_dir / "summary.json").read_text())["flows"]}
         cwnd, cc = _read(run_dir / "cwnd.csv"), _read(run_dir / "ccstate.csv")
         bwe = _by_flow(cc, "bwe_bps") if cc and "bwe_bps" in cc[0] else {}
@@ -425,21 +430,28 @@ def _plot_traces(sweep_dir: Path, manifest: dict[str, Any], out: Path) -> list[P
     return written
 
 
-def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
-    """Write runs.csv, table.csv and the plots under out_dir (default SWEEP_DIR/report); return the files."""
-    out = out_dir or sweep_dir / "report"
-    paths, run_rows, stat_rows = tables(sweep_dir)
-    if not run_rows:
-        raise SweepError(f"{sweep_dir} has no complete run yet; run `cclab sweep` on its spec")
+def write(
+    sweep_dirs: list[Path], out_dir: Path | None = None, source_hash: str | None = None, *, everything: bool = False
+) -> list[Path]:
+    """Pool the sweep directories' runs (controller.results.pool); write runs.csv, table.csv, ratios.csv, the
+    verdicts of the spec's claims file and the plots under out_dir (default FIRST_SWEEP_DIR/report).
+    ``everything``: every complete run, whatever its tree, hash and fidelity, and no verdicts."""
+    pool = pool_mod.collect(sweep_dirs, source_hash, everything=everything)
+    manifest = pool.manifest
+    out = out_dir or sweep_dirs[0] / "report"
+    paths, run_rows, stat_rows = tables(pool)
+    if not pool.runs:
+        why = f"; left out: {pool.left_out[0][0].run_dir}: {pool.left_out[0][1]}" if pool.left_out else ""
+        raise SweepError(f"{sweep_dirs[0]} has no complete run to pool yet{why}")
     out.mkdir(parents=True, exist_ok=True)
-    manifest, _ = _runs(sweep_dir)
     paper = paper_numbers(manifest)
     ratio_rows = ratios(manifest, run_rows)
-    run_cols = ["point", "rep", "seed", *paths, "n_flows", "fidelity_ok", "run_dir", *(m for m, _, _ in RUN_METRICS)]
+    run_cols = ["point", "rep", "seed", *paths, "n_flows", "duration_s", "fidelity_ok", "pooled", "left_out"]
+    run_cols += ["commit", "source_hash", "sweep", "run_dir", *(m for m, _, _ in RUN_METRICS)]
     run_cols += ["rtt_short_over_long", "cwnd_recovery_s", "cwnd_recoveries", "cwnd_unrecovered"]
     run_cols += sorted({k for r in run_rows for k in r if k.endswith(("_flow_throughput_mbps", *PATH_METRICS))})
     stat_cols = ["point", *paths, "n_flows", "metric", "algo", "n", "repetitions", "mean", "std", "ci95_low"]
-    stat_cols += ["ci95_high", "fidelity_ok_runs"]
+    stat_cols += ["ci95_high", "fidelity_ok_runs", "fidelity_failed_runs"]
     ratio_cols = [*(p for p in paths if ratio_rows and p in ratio_rows[0]), "metric", "algo", "n", "mean", "std"]
     ratio_cols += ["ci95_low", "ci95_high"]
     if paper:
@@ -455,6 +467,13 @@ def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
         written.append(out / "ratios.csv")
         fmt = [{k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()} for r in ratio_rows]
         rundir.write_csv(written[-1], fmt, ratio_cols)
+    claims_file = spec_beside(manifest, claims_mod.CLAIMS_SUFFIX)
+    if claims_file is not None and everything:
+        log.warning("no verdicts: every complete run was taken (--all-runs), not a pool")
+    elif claims_file is not None:
+        from controller.results import verdicts
+
+        written += verdicts.write(claims_mod.parse(claims_file), stat_rows + ratio_rows, run_rows, pool, out)
 
     scalar = [g["path"] for g in manifest["grid"] if all(_scalar(v) for v in g["values"])]
     xs = list(scalar)
@@ -484,6 +503,12 @@ def write(sweep_dir: Path, out_dir: Path | None = None) -> list[Path]:
             title = "throughput ratio, paired by repetition"
             _plot_metric(ratio_rows, x, "flow_throughput_ratio", rest, "per-flow throughput ratio", title, path)
             written.append(path)
-    written += _plot_traces(sweep_dir, manifest, out)
-    log.info("report of %s: %d runs, %d files", sweep_dir, len(run_rows), len(written))
+    written += _plot_traces(pool, out)
+    log.info(
+        "report of %s: %d runs pooled, %d left out, %d files",
+        sweep_dirs,
+        len(pool.runs),
+        len(pool.left_out),
+        len(written),
+    )
     return written

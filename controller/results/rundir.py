@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -23,6 +24,8 @@ from controller.spec import Spec
 
 RESULTS = system.REPO / "results"
 INCOMPLETE = "INCOMPLETE"
+#: the data-plane and algorithm sources whose hash a run records: runs are pooled only with the same hash
+SOURCE_DIRS = ("p4", "delay", "hosts/cc", "controller/dataplane")
 
 
 def new_run_dir(spec: Spec, root: Path = RESULTS) -> Path:
@@ -76,6 +79,29 @@ def git_revision() -> str:
     return rev or "unknown"
 
 
+def source_hash(repo: Path = system.REPO) -> str:
+    """sha256 over the files git tracks under SOURCE_DIRS, as they are in the working tree when the run starts:
+    each file's path, a NUL, its content's sha256 (or "deleted"), a NUL, in path order.  "unknown" without git;
+    a run with it is pooled with no other."""
+    try:
+        listed = subprocess.run(
+            ["git", "-C", str(repo), "ls-files", "-z", "--", *SOURCE_DIRS],
+            capture_output=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    h = hashlib.sha256()
+    for name in sorted(p for p in listed.decode().split("\0") if p):
+        try:
+            digest = hashlib.sha256((repo / name).read_bytes()).hexdigest()
+        except FileNotFoundError:
+            digest = "deleted"
+        h.update(f"{name}\0{digest}\0".encode())
+    return h.hexdigest()
+
+
 def manifest(spec: Spec, extra: dict[str, Any]) -> dict[str, Any]:
     """Everything needed to know how the run was made."""
     sysctls = (
@@ -90,6 +116,8 @@ def manifest(spec: Spec, extra: dict[str, Any]) -> dict[str, Any]:
         "spec": spec.raw,
         "seed": spec.seed,
         "git_revision": git_revision(),
+        "source_hash": source_hash(),
+        "source_dirs": list(SOURCE_DIRS),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
         "host": {
             "kernel": system.kernel_release(),

@@ -1,0 +1,192 @@
+"""Pooling the runs of one or more sweep directories of a sweep: which complete runs a report may use.
+
+Sweeps are pooled, never replaced: a report reads every complete run of every directory it is given (a
+directory extended with more repetitions, or directories run elsewhere from the same spec). A run is pooled
+only if its manifest.json shows a clean tree (``git describe`` without -dirty), the pool's source hash
+(rundir.source_hash: the data-plane and algorithm sources), a passed fidelity check, and a seed no pooled
+run of its point already had (the same seed draws the same losses: not an independent repetition).  Every
+other complete run is left out, counted and named with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.spec.sweep import MANIFEST, SweepError
+
+#: what a report reads of a run, and so what a reference archive keeps (timeseries.csv: the per-flow series)
+RUN_FILES = ("summary.json", "manifest.json", "timeseries.csv", "cwnd.csv", "ccstate.csv")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One complete run of a pooled sweep."""
+
+    point: dict[str, Any]
+    """Its point entry in the sweep manifest with the most points (index, values, rep, seed)."""
+    run_dir: Path
+    summary: dict[str, Any]
+    manifest: dict[str, Any]
+    """Its manifest.json ({} when it has none)."""
+    sweep_dir: Path
+
+    @property
+    def commit(self) -> str:
+        return str(self.manifest.get("git_revision") or "unknown")
+
+    @property
+    def source_hash(self) -> str:
+        return str(self.manifest.get("source_hash") or "unknown")
+
+
+@dataclass
+class Pool:
+    """The runs a report uses and those it leaves out."""
+
+    manifest: dict[str, Any]
+    """The sweep manifest with the most points (grid, points, spec_path)."""
+    sweep_dirs: list[Path]
+    source_hash: str
+    """The hash every pooled run has."""
+    everything: bool
+    """Every complete run pooled, whatever its tree, hash and fidelity: not a pool a verdict may use."""
+    runs: list[Run] = field(default_factory=list)
+    """Pooled."""
+    left_out: list[tuple[Run, str]] = field(default_factory=list)
+    """Complete runs not pooled, each with its reason."""
+
+    def fidelity_failed(self) -> list[Run]:
+        return [r for r, why in self.left_out if why.startswith(FIDELITY)]
+
+
+FIDELITY = "failed its fidelity check"
+
+
+def _load(sweep_dir: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads((sweep_dir / MANIFEST).read_text())
+    except OSError:
+        raise SweepError(f"{sweep_dir} is not a sweep directory (no {MANIFEST}); run `cclab sweep` first") from None
+    return data
+
+
+def _key(values: dict[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True)
+
+
+def _failed_checks(summary: dict[str, Any]) -> str:
+    fid = summary.get("fidelity", {})
+    checks = fid.get("checks", {})
+    names = [name for name, c in checks.items() if isinstance(c, dict) and not c.get("ok", True)]
+    return "; ".join(names + [str(n) for n in fid.get("notes", [])]) or "see its summary.json"
+
+
+def collect(sweep_dirs: list[Path], source_hash: str | None = None, *, everything: bool = False) -> Pool:
+    """Every complete run of the directories, pooled or left out with its reason. ``source_hash``: the pool's
+    (default: the one most clean runs have; on a tie, the newest run's). ``everything``: pool every complete run
+    (a look during development; nothing is judged on it)."""
+    if not sweep_dirs:
+        raise SweepError("give at least one sweep directory (or --from-reference FILE)")
+    manifests = [(d, _load(d)) for d in sweep_dirs]
+    names = {m["name"] for _, m in manifests}
+    if len(names) > 1:
+        raise SweepError(f"sweep directories of different sweeps ({', '.join(sorted(names))}) cannot be pooled")
+    base = max((m for _, m in manifests), key=lambda m: len(m["points"]))
+    index_of = {_key(pt["values"]): pt["index"] for pt in base["points"]}
+    found: list[Run] = []
+    for d, m in manifests:
+        for pt in m["points"]:
+            if pt["run_dir"] is None:
+                continue
+            if _key(pt["values"]) not in index_of:
+                raise SweepError(f"{d}: point {pt['key']} is not a point of the largest sweep pooled; cannot pool it")
+            run_dir = d / pt["run_dir"]
+            summ = json.loads((run_dir / "summary.json").read_text())
+            if not summ.get("complete"):
+                continue
+            try:
+                man = json.loads((run_dir / "manifest.json").read_text())
+            except OSError:
+                man = {}
+            entry = {**pt, "index": index_of[_key(pt["values"])]}
+            found.append(Run(entry, run_dir, summ, man, d))
+    clean = [r for r in found if r.manifest and not _dirty(r.commit) and r.source_hash != "unknown"]
+    if source_hash is None:
+        counts = Counter(r.source_hash for r in clean)
+        newest = {r.source_hash: r.run_dir.name for r in clean}
+        source_hash = max(counts, key=lambda h: (counts[h], newest[h])) if counts else "unknown"
+    pool = Pool(base, list(sweep_dirs), source_hash, everything)
+    seen: dict[tuple[int, Any], Run] = {}
+    for r in found:
+        why = None if everything else _why_not(r, source_hash)
+        if why is None and (other := seen.get((r.point["index"], r.point["seed"]))) is not None:
+            why = f"same seed as {other.run_dir} at its point (not an independent repetition)"
+        if why is None:
+            seen[(r.point["index"], r.point["seed"])] = r
+            pool.runs.append(r)
+        else:
+            pool.left_out.append((r, why))
+    return pool
+
+
+def _dirty(commit: str) -> bool:
+    return commit.endswith("-dirty") or commit == "unknown"
+
+
+def _why_not(r: Run, source_hash: str) -> str | None:
+    if not r.manifest:
+        return "no manifest.json (its commit and source hash are unknown)"
+    if _dirty(r.commit):
+        return f"ran from a dirty or unknown tree (git describe: {r.commit})"
+    if r.source_hash == "unknown":
+        return "no source hash recorded"
+    if r.source_hash != source_hash:
+        return f"source hash {r.source_hash[:12]} differs from the pool's {source_hash[:12]}"
+    if not r.summary.get("fidelity", {}).get("ok"):
+        return f"{FIDELITY} ({_failed_checks(r.summary)})"
+    return None
+
+
+# --- reference archives ---------------------------------------------------------
+
+
+def pack(sweep_dirs: list[Path], archive: Path) -> Path:
+    """What a report of these directories needs, as one .tar.xz: each directory's sweep.json and points/, and of
+    every complete run RUN_FILES (those it has).  The directories go in as d0/, d1/, ... in the order given."""
+    manifests = [_load(d) for d in sweep_dirs]  # every directory checked before anything is written
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_name(archive.name + ".part")
+    with tarfile.open(tmp, "w:xz") as tar:
+        for k, (d, m) in enumerate(zip(sweep_dirs, manifests)):
+            tar.add(d / MANIFEST, f"d{k}/{MANIFEST}")
+            tar.add(d / "points", f"d{k}/points")
+            for pt in m["points"]:
+                if pt["run_dir"] is None:
+                    continue
+                for name in RUN_FILES:
+                    f = d / pt["run_dir"] / name
+                    if f.exists():
+                        tar.add(f, f"d{k}/{pt['run_dir']}/{name}")
+    tmp.replace(archive)
+    return archive
+
+
+def unpack(archive: Path, into: Path) -> list[Path]:
+    """The sweep directories of a reference archive, extracted under ``into``."""
+    try:
+        with tarfile.open(archive, "r:xz") as tar:
+            for m in tar.getmembers():  # what pack writes: plain files and directories under d<k>/
+                if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in Path(m.name).parts:
+                    raise tarfile.TarError(f"member {m.name!r} is not a plain file under d<k>/")
+            tar.extractall(into)
+    except (OSError, tarfile.TarError) as e:
+        raise SweepError(f"{archive}: not a reference archive ({e})") from None
+    dirs = sorted((p for p in into.iterdir() if (p / MANIFEST).exists()), key=lambda p: int(p.name[1:]))
+    if not dirs:
+        raise SweepError(f"{archive}: holds no sweep directory")
+    return dirs

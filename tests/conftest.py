@@ -59,8 +59,9 @@ def missing_capability() -> str | None:
     return None
 
 
-#: Under CI=true the bmv2 tier must run: a skipped bmv2 test is a failure there.
+#: Under CI=true the bmv2 and vagrant tiers must run: a skipped test of theirs is a failure there.
 IN_CI = os.environ.get("CI", "").lower() == "true"
+CI_TIERS = ("bmv2", "vagrant")
 #: item nodeid -> outcome of the bmv2 tier, for its own count line
 _BMV2_OUTCOMES: dict[str, str] = {}
 
@@ -106,15 +107,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    if "bmv2" not in item.keywords:
+    tier = next((t for t in CI_TIERS if t in item.keywords), None)
+    if tier is None:
         return
     if hasattr(report, "wasxfail"):  # an expected, reported deviation (xfail strict): it ran
-        _BMV2_OUTCOMES[item.nodeid] = "xfailed"
+        if tier == "bmv2":
+            _BMV2_OUTCOMES[item.nodeid] = "xfailed"
         return
     if report.skipped and IN_CI:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
-        report.longrepr = f"the bmv2 tier must run in CI (CI=true), but this test was skipped: {reason}"
+        report.longrepr = f"the {tier} tier must run in CI (CI=true), but this test was skipped: {reason}"
+    if tier != "bmv2":
+        return
     if report.when == "call" or report.outcome != "passed":
         # a test counts once, by its worst phase: failed > skipped > xfailed > passed
         rank = ("passed", "xfailed", "skipped", "failed")

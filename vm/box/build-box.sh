@@ -152,8 +152,13 @@ printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\nAcquir
 	>"$root/etc/apt/apt.conf.d/90cclab"
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 755 "$root/usr/sbin/policy-rc.d"
-printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n' \
-	"$mirror" "$suite" "$mirror" "$suite" "$security_mirror" "$suite" >"$root/etc/apt/sources.list"
+printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-backports main\ndeb %s %s-security main\n' \
+	"$mirror" "$suite" "$mirror" "$suite" "$mirror" "$suite" "$security_mirror" "$suite" >"$root/etc/apt/sources.list"
+# The kernel (and its headers) from backports: the kernel data plane's BPF
+# program names drop reasons (SKB_DROP_REASON_QDISC_*) that the suite's own
+# kernel (trixie: 6.12) does not have, so `make build` fails against it.
+printf 'Package: linux-image-* linux-headers-* linux-kbuild-* linux-compiler-*\nPin: release n=%s-backports\nPin-Priority: 990\n' \
+	"$suite" >"$root/etc/apt/preferences.d/cclab-kernel"
 echo cclab >"$root/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tcclab\n' >"$root/etc/hosts"
 # only the virtio disk and ext4 in the initrd: a short generation, a short boot

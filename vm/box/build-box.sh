@@ -157,7 +157,7 @@ printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-backports main\ndeb %s
 # The kernel (and its headers) from backports: the kernel data plane's BPF
 # program names drop reasons (SKB_DROP_REASON_QDISC_*) that the suite's own
 # kernel (trixie: 6.12) does not have, so `make build` fails against it.
-printf 'Package: linux-image-* linux-headers-* linux-kbuild-* linux-compiler-*\nPin: release n=%s-backports\nPin-Priority: 990\n' \
+printf 'Package: linux-base linux-image-* linux-headers-* linux-kbuild-* linux-compiler-*\nPin: release n=%s-backports\nPin-Priority: 990\n' \
 	"$suite" >"$root/etc/apt/preferences.d/cclab-kernel"
 echo cclab >"$root/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tcclab\n' >"$root/etc/hosts"

@@ -6,7 +6,9 @@ sockets and pidfiles under /run/cclab), cclab-delay processes and their
 capture veth pairs, the dumbbell's switch bridges and veth ports, cclab's
 pinned BPF objects, and cclab's registered algorithms; for `switches = "ovs"`, the
 os-ken process, cclab's OVS bridges (also those added to an OVS the user runs, which
-is otherwise left alone) and the OVS daemons cclab started; and it puts back
+is otherwise left alone) and the OVS daemons cclab started; the namespaces the
+Vagrant test brings its box up in (with the libvirtd, virtlogd, dnsmasq and qemu
+inside them) and their state directories; and it puts back
 the host sysctls a killed run left changed (controller/dataplane/sysctls.py).  It
 never touches a network device or process that cclab's naming does not match.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -31,6 +34,14 @@ log = logging.getLogger(__name__)
 #: benchmarks make cclab-bench<N>.
 PORT = re.compile(r"^((s\d+|dl\w*|pl\w*)-eth\d+|cclab-bench\d+)$")
 BRIDGE = re.compile(r"^(s\d+|dl\w*)$")
+
+#: argv[0] of the process the Vagrant test (tests/test_vagrant.py) holds its namespaces with: PID 1 of their PID
+#: namespace, so killing it ends every process inside (libvirtd, virtlogd, dnsmasq, qemu) and with the last of them
+#: the network namespace, its bridge and its firewall rules
+VAGRANT_NS_HOLDER = "cclab-vagrant-ns"
+#: the state directories of those namespaces (libvirt's configuration, images and sockets, Vagrant's home):
+#: VAGRANT_STATE_ROOT/<run>
+VAGRANT_STATE_ROOT = Path("/var/tmp/cclab-vagrant")
 
 
 def _procs() -> list[tuple[int, list[str]]]:
@@ -62,6 +73,26 @@ def _is_ours(argv: list[str]) -> bool:
     return exe == "bash" and any(a.startswith("mininet:") for a in argv)
 
 
+def remove_vagrant_sandboxes() -> list[str]:
+    """End the Vagrant test's namespaces (everything in them dies with their PID 1) and remove their state."""
+    done = []
+    holders = [pid for pid, argv in _procs() if argv and argv[0] == VAGRANT_NS_HOLDER]
+    for pid in holders:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            done.append(f"vagrant namespaces of process {pid}")
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in holders):
+        time.sleep(0.05)
+    if VAGRANT_STATE_ROOT.exists():
+        for d in sorted(VAGRANT_STATE_ROOT.iterdir()):
+            shutil.rmtree(d, ignore_errors=True)
+            done.append(f"vagrant state {d}")
+    return done
+
+
 def kill_processes() -> list[str]:
     victims = [(pid, argv) for pid, argv in _procs() if _is_ours(argv) and pid != os.getpid()]
     for pid, _ in victims:
@@ -91,7 +122,8 @@ def remove_links() -> list[str]:
 def clean() -> list[str]:
     """Remove leftovers; return a line per thing removed."""
     system.require_root()
-    done = kill_processes()
+    done = remove_vagrant_sandboxes()
+    done += kill_processes()
     done += ovs.clean()
     done += remove_links()
     for f in sorted(system.RUN_STATE.glob("bmv2-*")) if system.RUN_STATE.exists() else []:

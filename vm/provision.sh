@@ -7,6 +7,11 @@
 #   sudo vm/provision.sh --kmod     # also kernel headers to build the .ko modules
 #   sudo vm/provision.sh --vm-host  # also what builds and boots the qemu lab VM
 #                                   # (`make vm` runs this)
+#   sudo vm/provision.sh --vagrant-host  # also what builds the Vagrant box and brings
+#                                   # it up under libvirt (`make box` runs this)
+#   vm/provision.sh --box --kmod    # the Vagrant box's root (run in its chroot by
+#                                   # vm/box/build-box.sh): a host's set, plus
+#                                   # a kernel, sshd, sudo, systemd
 #   vm/provision.sh --guest         # the qemu lab VM's root (run in its chroot by
 #                                   # vm/build-image.sh): what runs experiments,
 #                                   # no compilers; the Python deps from Debian
@@ -79,16 +84,52 @@ vm_host=(
 	qemu-system-x86
 )
 
+# The Vagrant box is a host (the demo and the tests run in it) that boots:
+# its kernel, systemd with udev and networkd, sshd and sudo for Vagrant, rsync
+# for Vagrant's rsync folder sync.
+box=(
+	dbus
+	kmod
+	linux-image-amd64
+	openssh-server
+	procps
+	psmisc
+	rsync
+	sudo
+	systemd-sysv
+	udev
+)
+# What builds the Vagrant box (debootstrap, qemu-img) and brings it up with
+# vagrant-libvirt: the libvirt daemons (qemu driver), libvirt's dnsmasq and
+# firewall for its management network, rsync for the folder sync.
+vagrant_host=(
+	debootstrap
+	dnsmasq-base
+	e2fsprogs
+	iptables
+	libvirt-clients
+	libvirt-daemon-driver-qemu
+	libvirt-daemon-system
+	qemu-system-x86
+	qemu-utils
+	rsync
+	vagrant
+	vagrant-libvirt
+)
+
 kmod=0
 vm=0
+vagrant=0
 role=host
 for arg in "$@"; do
 	case "$arg" in
 	--kmod) kmod=1 ;;
 	--guest) role=guest ;;
 	--vm-host) vm=1 ;;
+	--box) role=box ;;
+	--vagrant-host) vagrant=1 ;;
 	*)
-		echo "vm/provision.sh: unknown option $arg (use --kmod, --guest, --vm-host)" >&2
+		echo "vm/provision.sh: unknown option $arg (use --kmod, --guest, --vm-host, --box, --vagrant-host)" >&2
 		exit 2
 		;;
 	esac
@@ -98,8 +139,14 @@ if [ "$role" = guest ]; then
 else
 	packages=("${runtime[@]}" "${build[@]}" "${ovs[@]}" "${fpga[@]}")
 fi
+if [ "$role" = box ]; then
+	packages+=("${box[@]}")
+fi
 if [ "$vm" = 1 ]; then
 	packages+=("${vm_host[@]}")
+fi
+if [ "$vagrant" = 1 ]; then
+	packages+=("${vagrant_host[@]}")
 fi
 
 # bpftool: its own package on Debian; part of linux-tools on older Ubuntu.
@@ -127,7 +174,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The BPF filesystem, where cclab pins its data-plane objects (the lab VM's
-# init mounts its own at boot; its chroot has no /sys to mount it on).
+# init mounts its own at boot, the box's systemd too; their chroots have no /sys
+# to mount it on).
 if [ "$role" = host ]; then
 	mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 fi

@@ -30,3 +30,6 @@ vm-bench: vm build
 
 vm-clean:
 	rm -rf $(VM_CACHE) /run/cclab/vm /run/cclab/vm-accel.json
+
+# The Vagrant box: make box, make box-test.
+-include vm/box.mk

@@ -275,21 +275,33 @@ int bn_link(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+/* Drop reasons that newer kernels name and older ones (6.12) lack, so that
+ * a vmlinux.h of such a kernel has no such enumerators either: declared here
+ * under a flavour, which CO-RE matches to the running kernel's
+ * enum skb_drop_reason by the name before "___" (no match: not there).
+ */
+enum skb_drop_reason___cclab {
+	SKB_DROP_REASON_QDISC_OVERLIMIT___cclab = 1,
+	SKB_DROP_REASON_QDISC_CONGESTED___cclab = 2,
+};
+
 static __always_inline bool bn_is_qdisc_reason(enum skb_drop_reason reason)
 {
-	if (reason == bpf_core_enum_value(enum skb_drop_reason,
-					  SKB_DROP_REASON_QDISC_DROP))
+	__u32 r = reason;
+
+	if (r == bpf_core_enum_value(enum skb_drop_reason,
+				     SKB_DROP_REASON_QDISC_DROP))
 		return true;
 	/* Newer kernels name the cause; older ones lack these values. */
-	if (bpf_core_enum_value_exists(enum skb_drop_reason,
-				       SKB_DROP_REASON_QDISC_OVERLIMIT) &&
-	    reason == bpf_core_enum_value(enum skb_drop_reason,
-					  SKB_DROP_REASON_QDISC_OVERLIMIT))
+	if (bpf_core_enum_value_exists(enum skb_drop_reason___cclab,
+				       SKB_DROP_REASON_QDISC_OVERLIMIT___cclab) &&
+	    r == bpf_core_enum_value(enum skb_drop_reason___cclab,
+				     SKB_DROP_REASON_QDISC_OVERLIMIT___cclab))
 		return true;
-	if (bpf_core_enum_value_exists(enum skb_drop_reason,
-				       SKB_DROP_REASON_QDISC_CONGESTED) &&
-	    reason == bpf_core_enum_value(enum skb_drop_reason,
-					  SKB_DROP_REASON_QDISC_CONGESTED))
+	if (bpf_core_enum_value_exists(enum skb_drop_reason___cclab,
+				       SKB_DROP_REASON_QDISC_CONGESTED___cclab) &&
+	    r == bpf_core_enum_value(enum skb_drop_reason___cclab,
+				     SKB_DROP_REASON_QDISC_CONGESTED___cclab))
 		return true;
 	return false;
 }

@@ -42,7 +42,7 @@ Q := @
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all deps venv build p4 demo test bench lint clean
+.PHONY: all deps venv build p4 demo test bench lint clean labs-figures
 
 all: build
 
@@ -116,6 +116,17 @@ lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet
 	$(VENV)/bin/mypy controller hosts
 	$(VENV)/bin/mypy --follow-imports=silent mininet/p4switch.py mininet/topologies.py
+
+# The labs' handout figures (labs/NN-name/figures/), drawn by each lab's solution/analyze.py
+# from fresh runs of its solution/*.toml (as root; about a minute per lab).
+labs-figures: venv build
+	$(Q)for lab in labs/[0-9][0-9]-*; do \
+		runs=$(abspath $(BUILD))/$$lab/runs; rm -rf $$runs; mkdir -p $$runs $$lab/figures; \
+		for spec in $$lab/solution/*.toml; do \
+			$(CCLAB) run $$spec --no-live --no-plots --results $$runs >/dev/null || exit 1; \
+		done; \
+		(cd $$lab/figures && $(abspath $(PY)) ../solution/analyze.py $$runs) || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD)

@@ -106,6 +106,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    if "lab" in item.keywords and report.skipped and IN_CI:  # the lab tier, too, must run in CI
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"the lab tier must run in CI (CI=true), but this test was skipped: {reason}"
     if "bmv2" not in item.keywords:
         return
     if hasattr(report, "wasxfail"):  # an expected, reported deviation (xfail strict): it ran

@@ -116,7 +116,10 @@ def _summary(run: Path) -> dict[str, Any]:
     path = run / "summary.json"
     if not path.exists():
         raise LabError(f"{run}: no summary.json (is it a cclab run directory?)")
-    data: dict[str, Any] = json.loads(path.read_text())
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise LabError(f"{path}: not JSON ({exc}); a run killed while writing it? run the spec again") from None
     return data
 
 

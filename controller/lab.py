@@ -59,6 +59,8 @@ class Check:
     """The flow id the metric is about, for per-flow metrics."""
     ratio_to: str | None = None
     """Another run's spec name: the value is metric(run) / metric(ratio_to)."""
+    ratio_flow: str | None = None
+    """Another flow: the value is metric(run, flow) / metric(ratio_to or run, ratio_flow)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,18 @@ def completion_mean_s(run: Path, flow: str | None) -> float:
     return statistics.fmean(times)
 
 
+def jain_by_hand_error(run: Path, flow: str | None) -> float:
+    """How far the Jain's index a student's script wrote into the run's folder (jain_by_hand.txt) is from cclab's."""
+    path = run / "jain_by_hand.txt"
+    if not path.exists():
+        raise LabError(f"{run}: no jain_by_hand.txt (the lab's analyze.py writes it: run it on your runs)")
+    try:
+        mine = float(path.read_text())
+    except ValueError:
+        raise LabError(f"{path}: {path.read_text().strip()!r} is not a number") from None
+    return abs(mine - jain(run, None))
+
+
 METRICS: dict[str, Callable[[Path, str | None], float]] = {
     "srtt_median_ms": srtt_median_ms,
     "completion_s": completion_s,
@@ -172,6 +186,7 @@ METRICS: dict[str, Callable[[Path, str | None], float]] = {
     "throughput_mbps": throughput_mbps,
     "utilization": utilization,
     "jain": jain,
+    "jain_by_hand_error": jain_by_hand_error,
 }
 PER_FLOW = ("srtt_median_ms", "completion_s", "throughput_mbps")
 
@@ -295,9 +310,10 @@ def _value(c: Check, runs: dict[str, Path]) -> float:
         if name is not None and name not in runs:
             raise LabError(f"no complete run named {name!r} (run the spec whose name = {name!r})")
     value = METRICS[c.metric](runs[c.run], c.flow)
-    if c.ratio_to is not None:
-        base = METRICS[c.metric](runs[c.ratio_to], c.flow)
+    if c.ratio_to is not None or c.ratio_flow is not None:
+        other, flow = c.ratio_to or c.run, c.ratio_flow or c.flow
+        base = METRICS[c.metric](runs[other], flow)
         if base <= 0:
-            raise LabError(f"{c.metric} of {c.ratio_to} is {base}: cannot divide by it")
+            raise LabError(f"{c.metric} of {other} {flow or ''} is {base}: cannot divide by it")
         value /= base
     return value

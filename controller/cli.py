@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from controller import bench, capabilities, cc, clean, spec, system, vm
+from controller import bench, capabilities, cc, clean, lab, lab_cli, spec, system, vm
 from controller.dataplane import DataPlaneError
 from controller.experiment import executors, preflight, runner, sweep
 from controller.measure.live import final_table, render
@@ -42,6 +42,7 @@ EXPECTED = (
     sweep_spec.SweepError,
     executors.ExecutorError,
     ClaimsError,
+    lab.LabError,
 )
 
 KEEP_SYSCTLS_HELP = (
@@ -628,6 +629,7 @@ def parser() -> argparse.ArgumentParser:
         kp = ksub.add_parser(name, help=text)
         kp.add_argument("names", nargs="+", metavar="NAME", choices=spec.CCLAB_ALGOS + spec.KERNEL_ALGOS)
     k.set_defaults(func=_cmd_cc)
+    lab_cli.add_parser(sub)
     return p
 
 

@@ -63,7 +63,7 @@ def missing_capability() -> str | None:
 
 #: Under CI=true the bmv2 and fpga tiers must run: a skipped test of theirs is a failure there.
 IN_CI = os.environ.get("CI", "").lower() == "true"
-CI_TIERS = ("bmv2", "fpga")
+CI_TIERS = ("bmv2", "fpga", "lab")
 #: tier -> item nodeid -> outcome, for each tier's own count line
 _TIER_OUTCOMES: dict[str, dict[str, str]] = {t: {} for t in CI_TIERS}
 

@@ -1,0 +1,319 @@
+"""The course labs under labs/NN-name/: list them, copy a lab's starter files into a working folder, and check
+a student's runs against the lab's check.toml.
+
+A lab's check.toml names the runs it reads (by the spec's `name`), the starter files a student fills in, and one
+[[check]] per question of the handout: a metric of one run (a registered function over the run's summary.json,
+flows.csv or cwnd.csv, see METRICS), optionally divided by the same metric of another run, held to [min, max].
+Each check states the reason for its range (`why`) and where the range comes from (`basis`: the solution's runs).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from controller.system import REPO
+
+LABS = REPO / "labs"
+#: The file `start` writes into a working folder: which lab it holds (so `check` with no runs knows where to look).
+MARKER = ".cclab-lab"
+#: Where the handouts tell a student to keep runs: `cclab run SPEC --results runs`.
+RUNS = "runs"
+TODO = re.compile(r"\bTODO\b")
+
+
+class LabError(Exception):
+    """A lab that does not exist, a working folder that cannot be made, a check.toml that is malformed."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of a lab: a question of the handout, answered by a metric of one run."""
+
+    id: str
+    """Unique within the lab; what `cclab lab check` prints and a grader reads."""
+    question: int
+    """The handout's question this check grades."""
+    run: str
+    """The spec name of the run the metric reads (e.g. bufferbloat-q100)."""
+    metric: str
+    """A key of METRICS."""
+    min: float
+    """Lowest value that passes."""
+    max: float
+    """Highest value that passes."""
+    why: str
+    """Why a correct run lands in [min, max] and a wrong one does not."""
+    basis: str
+    """The solution's runs the range comes from: n, values, margin."""
+    flow: str | None = None
+    """The flow id the metric is about, for per-flow metrics."""
+    ratio_to: str | None = None
+    """Another run's spec name: the value is metric(run) / metric(ratio_to)."""
+    ratio_flow: str | None = None
+    """Another flow: the value is metric(run, flow) / metric(ratio_to or run, ratio_flow)."""
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A lab folder and its check.toml."""
+
+    number: int
+    """The lab's number (the NN of labs/NN-name)."""
+    dir: Path
+    """labs/NN-name."""
+    title: str
+    """One line, from check.toml."""
+    starter: tuple[str, ...]
+    """The files `start` copies; a TODO left in one of them is reported before any run is read."""
+    runs: tuple[str, ...]
+    """The spec names of the runs the checks read."""
+    checks: tuple[Check, ...]
+    """The checks, in handout order."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """One check's outcome."""
+
+    id: str
+    question: int
+    passed: bool
+    value: float | None
+    min: float
+    max: float
+    message: str
+    """Empty when it passed; else what is wrong and what to look at."""
+
+
+# --- the metrics a check can read ---------------------------------------------------------------------------
+
+
+def _rows(run: Path, name: str) -> list[dict[str, str]]:
+    path = run / name
+    if not path.exists():
+        raise LabError(f"{run}: no {name} (is it a cclab run directory?)")
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _flow_row(run: Path, flow: str | None) -> dict[str, str]:
+    rows = _rows(run, "flows.csv")
+    for row in rows:
+        if row["id"] == flow:
+            return row
+    raise LabError(f"{run}: no flow {flow!r} in flows.csv (flows: {', '.join(r['id'] for r in rows)})")
+
+
+def _summary(run: Path) -> dict[str, Any]:
+    path = run / "summary.json"
+    if not path.exists():
+        raise LabError(f"{run}: no summary.json (is it a cclab run directory?)")
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise LabError(f"{path}: not JSON ({exc}); a run killed while writing it? run the spec again") from None
+    return data
+
+
+def srtt_median_ms(run: Path, flow: str | None) -> float:
+    """The flow's median smoothed RTT (cwnd.csv, the sender's tcp_info), in ms."""
+    samples = [int(r["srtt_us"]) / 1000 for r in _rows(run, "cwnd.csv") if r["flow"] == flow and int(r["srtt_us"])]
+    if not samples:
+        raise LabError(f"{run}: flow {flow!r} has no RTT samples in cwnd.csv")
+    return statistics.median(samples)
+
+
+def completion_s(run: Path, flow: str | None) -> float:
+    """A finite transfer's completion time (flows.csv), in s."""
+    value = _flow_row(run, flow)["completion_s"]
+    if not value:
+        raise LabError(f"{run}: flow {flow!r} has no completion time: is it a finite transfer (bytes = ...)?")
+    return float(value)
+
+
+def throughput_mbps(run: Path, flow: str | None) -> float:
+    """The flow's in-network throughput (flows.csv), in Mbit/s."""
+    return float(_flow_row(run, flow)["throughput_bps"]) / 1e6
+
+
+def utilization(run: Path, flow: str | None) -> float:
+    """The bottleneck's achieved rate over its rate (summary.json)."""
+    return float(_summary(run)["bottleneck"]["utilization"])
+
+
+def jain(run: Path, flow: str | None) -> float:
+    """Jain's index over the run's flows, as cclab computes it (summary.json)."""
+    value = _summary(run)["jain"]
+    if value is None:
+        raise LabError(f"{run}: summary.json has no Jain's index")
+    return float(value)
+
+
+def completion_mean_s(run: Path, flow: str | None) -> float:
+    """The mean completion time of the run's finite transfers (flows.csv), in s."""
+    times = [float(r["completion_s"]) for r in _rows(run, "flows.csv") if r["completion_s"]]
+    if not times:
+        raise LabError(f"{run}: no finite transfer completed (flows with bytes = ... have a completion_s)")
+    return statistics.fmean(times)
+
+
+def jain_by_hand_error(run: Path, flow: str | None) -> float:
+    """How far the Jain's index a student's script wrote into the run's folder (jain_by_hand.txt) is from cclab's."""
+    path = run / "jain_by_hand.txt"
+    if not path.exists():
+        raise LabError(f"{run}: no jain_by_hand.txt (the lab's analyze.py writes it: run it on your runs)")
+    try:
+        mine = float(path.read_text())
+    except ValueError:
+        raise LabError(f"{path}: {path.read_text().strip()!r} is not a number") from None
+    return abs(mine - jain(run, None))
+
+
+METRICS: dict[str, Callable[[Path, str | None], float]] = {
+    "srtt_median_ms": srtt_median_ms,
+    "completion_s": completion_s,
+    "completion_mean_s": completion_mean_s,
+    "throughput_mbps": throughput_mbps,
+    "utilization": utilization,
+    "jain": jain,
+    "jain_by_hand_error": jain_by_hand_error,
+}
+PER_FLOW = ("srtt_median_ms", "completion_s", "throughput_mbps")
+
+
+# --- labs ------------------------------------------------------------------------------------------------------
+
+
+def _check(path: Path, raw: dict[str, Any], runs: tuple[str, ...]) -> Check:
+    where = f"{path}: check {raw.get('id', '?')!r}"
+    try:
+        c = Check(**raw)
+    except TypeError as exc:
+        raise LabError(f"{where}: {exc}") from None
+    if c.metric not in METRICS:
+        raise LabError(f"{where}: metric = {c.metric!r}: must be one of {', '.join(METRICS)}")
+    if (c.flow is None) == (c.metric in PER_FLOW):
+        raise LabError(f"{where}: flow: {c.metric} {'needs' if c.flow is None else 'takes no'} flow")
+    for r in (c.run, c.ratio_to):
+        if r is not None and r not in runs:
+            raise LabError(f"{where}: run {r!r} is not one of the lab's runs ({', '.join(runs)})")
+    if not c.min <= c.max:
+        raise LabError(f"{where}: min = {c.min} is above max = {c.max}")
+    return c
+
+
+def load(path: Path) -> Lab:
+    """The lab in folder `path` (labs/NN-name), its check.toml validated."""
+    toml = path / "check.toml"
+    try:
+        raw = tomllib.loads(toml.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LabError(f"{toml}: {exc}") from None
+    runs = tuple(raw["runs"])
+    checks = tuple(_check(toml, c, runs) for c in raw["check"])
+    ids = [c.id for c in checks]
+    if len(set(ids)) != len(ids):
+        raise LabError(f"{toml}: check ids repeat: {ids}")
+    number = int(path.name.split("-", 1)[0])
+    return Lab(number, path, raw["title"], tuple(raw["starter"]), runs, checks)
+
+
+def all_labs() -> list[Lab]:
+    """Every lab under labs/, by number."""
+    return [load(p) for p in sorted(LABS.glob("[0-9][0-9]-*")) if (p / "check.toml").exists()]
+
+
+def find(number: int) -> Lab:
+    """Lab `number`, or a LabError listing those there are."""
+    labs = all_labs()
+    for lab in labs:
+        if lab.number == number:
+            return lab
+    raise LabError(f"lab {number}: no such lab (there are: {', '.join(str(x.number) for x in labs)})")
+
+
+def start(lab: Lab, work: Path) -> list[Path]:
+    """Copy the lab's starter files and its handout into `work` (made; must not hold them already)."""
+    clash = [work / name for name in lab.starter if (work / name).exists()]
+    if clash:
+        raise LabError(f"{clash[0]} exists: choose another folder (cclab lab start {lab.number} DIR)")
+    work.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for name in (*lab.starter, "README.md"):
+        dst = work / name
+        shutil.copyfile(lab.dir / name, dst)
+        copied.append(dst)
+    (work / MARKER).write_text(f"{lab.number}\n")
+    return copied
+
+
+def todos(lab: Lab, work: Path) -> list[str]:
+    """The TODOs left in a working folder's starter files, one line each: file:line: text."""
+    left = []
+    for name in lab.starter:
+        path = work / name
+        if not path.exists():
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if TODO.search(line):
+                left.append(f"{path}:{i}: {line.strip()}")
+    return left
+
+
+def lab_of(work: Path) -> int | None:
+    """The lab number a working folder was started for, or None when it is not one."""
+    marker = work / MARKER
+    return int(marker.read_text()) if marker.exists() else None
+
+
+def find_runs(lab: Lab, run_dirs: list[Path]) -> dict[str, Path]:
+    """The newest complete run of each of the lab's specs among `run_dirs` (run directories or folders of them)."""
+    found: dict[str, tuple[str, Path]] = {}
+    candidates: list[Path] = []
+    for d in run_dirs:
+        candidates += [d] if (d / "summary.json").exists() else sorted(p.parent for p in d.glob("*/summary.json"))
+    for run in candidates:
+        summ = _summary(run)
+        name = summ.get("name")
+        if name in lab.runs and summ.get("complete") and (name not in found or found[name][0] < run.name):
+            found[name] = (run.name, run)
+    return {name: run for name, (_, run) in found.items()}
+
+
+def evaluate(lab: Lab, runs: dict[str, Path]) -> list[Result]:
+    """Every check of the lab against `runs` (spec name -> run directory); a run missing fails its checks."""
+    results = []
+    for c in lab.checks:
+        try:
+            value = _value(c, runs)
+        except LabError as exc:
+            results.append(Result(c.id, c.question, False, None, c.min, c.max, str(exc)))
+            continue
+        ok = c.min <= value <= c.max
+        msg = "" if ok else f"{value:.4g} is outside [{c.min:g}, {c.max:g}]: {c.why}"
+        results.append(Result(c.id, c.question, ok, value, c.min, c.max, msg))
+    return results
+
+
+def _value(c: Check, runs: dict[str, Path]) -> float:
+    for name in (c.run, c.ratio_to):
+        if name is not None and name not in runs:
+            raise LabError(f"no complete run named {name!r} (run the spec whose name = {name!r})")
+    value = METRICS[c.metric](runs[c.run], c.flow)
+    if c.ratio_to is not None or c.ratio_flow is not None:
+        other, flow = c.ratio_to or c.run, c.ratio_flow or c.flow
+        base = METRICS[c.metric](runs[other], flow)
+        if base <= 0:
+            raise LabError(f"{c.metric} of {other} {flow or ''} is {base}: cannot divide by it")
+        value /= base
+    return value

@@ -30,9 +30,10 @@ from controller.experiment import executors, sweep
 BTBE_HEAVY: dict[str, Any] = {
     "name": "bench_sweep_btbe",
     "dataplane": "kernel",
+    "delay_element": "cclab-delay",
     "seed": 2009053,
     "topology": {"kind": "dumbbell", "pairs": 1},
-    "bottleneck": {"rate_mbps": 200, "queue_pkts": 400, "delay_ms": 80, "delay_element": "cclab-delay"},
+    "bottleneck": {"rate_mbps": 200, "queue_pkts": 400, "delay_ms": 80},
     "flows": [{"algo": "btbe", "src": "h1", "dst": "r1"}],
 }
 JOBS = (1, 2, 3)

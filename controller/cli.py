@@ -361,11 +361,13 @@ def _cmd_bench_sweep(args: argparse.Namespace) -> int:
         print(json.dumps(res))
         return 0
     out.print(f"{res['runs']} runs of {res['duration_s']:g} s per N, each in namespaces of its own")
-    out.print(f"  {'spec':24} " + "  ".join(f"{f'N = {p}':>22}" for p in bench.sweep.JOBS))
+    out.print(f"  {'spec':24} " + "  ".join(f"{f'N = {p}':>22}" for p in bench.sweep.JOBS), soft_wrap=True)
     for name, points in res["specs"].items():
         cells = [f"{p['runs_per_hour']:6.0f} runs/h {p['fidelity_ok']:2d}/{p['runs']} ok" for p in points]
-        out.print(f"  {name:24} " + "  ".join(f"{c:>22}" for c in cells))
-    out.print("the largest N whose pass rate is that of N = 1 is what this machine holds (measure it quiet)")
+        out.print(f"  {name:24} " + "  ".join(f"{c:>22}" for c in cells), soft_wrap=True)
+    out.print(
+        "the largest N whose pass rate is that of N = 1 is what this machine holds (measure it quiet)", soft_wrap=True
+    )
     return 0
 
 
@@ -625,7 +627,7 @@ def parser() -> argparse.ArgumentParser:
     bw = bsub.add_parser("sweep", help="runs per hour and fidelity pass rate at 1, 2, 3 runs side by side")
     bw.add_argument("--json", action="store_true", help="print one JSON line")
     bw.add_argument("--duration-s", type=float, default=20.0, help="seconds per run (default 20)")
-    bw.add_argument("--runs", type=int, default=6, help="runs per spec and N (default 6)")
+    bw.add_argument("--runs", type=int, default=6, help="runs per spec and N, at least 3 (default 6)")
     bw.set_defaults(func=_cmd_bench_sweep)
 
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")

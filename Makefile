@@ -118,6 +118,7 @@ bench: deps venv build
 	$(CCLAB) bench setup
 	$(CCLAB) bench controller
 	$(CCLAB) bench ovs
+	$(CCLAB) bench sweep
 
 lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet fpga

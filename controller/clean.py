@@ -135,6 +135,11 @@ def clean() -> list[str]:
             done.append(f"bpf pins {d}")
         remove_pins(system.PIN_ROOT)
     done += sysctls.restore_saved()
+    from controller.experiment import executors
+
+    if executors.HOLD.exists():  # what runs side by side held: put back just above and below
+        executors.HOLD.unlink()
+        done.append(f"file {executors.HOLD}")
     ours = [n for n in cc.available() if n in cc.CCLAB_ALGOS]
     if ours:
         cc.unload(ours)

@@ -160,13 +160,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise executors.ExecutorError("--executor dask needs --scheduler ADDR (e.g. tcp://10.0.0.1:8786)")
     if args.scheduler and args.executor != "dask":
         raise executors.ExecutorError("--scheduler is for --executor dask")
+    if args.jobs < 1 or (args.jobs > 1 and args.executor != "local"):
+        raise executors.ExecutorError(
+            f"--jobs {args.jobs}: a number >= 1, above 1 only for --executor local "
+            f"(a Dask worker takes N runs at a time with --resources {executors.RESOURCE}=N)"
+        )
     sweep_dir = Path(args.dir) if args.dir else sweep.default_dir(sw)
     if args.executor == "vm":  # refused here, before any run, not once per run
         vm.require_image()
         require_inside(sweep_dir, system.REPO.resolve(), "the sweep directory")
-    execute = {"local": executors.local, "vm": executors.vm}.get(args.executor) or executors.dask_executor(
-        args.scheduler
-    )
+    execute = {"local": executors.side_by_side(args.jobs), "vm": executors.vm}.get(
+        args.executor
+    ) or executors.dask_executor(args.scheduler)
     by_key = {pt.key: pt for pt in sw.points}
     bar = Progress(
         TextColumn("{task.description}"),
@@ -365,6 +370,26 @@ def _cmd_bench_delay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_sweep(args: argparse.Namespace) -> int:
+    res = bench.side_by_side(
+        duration_s=args.duration_s,
+        runs=args.runs,
+        progress=lambda m: err.print(f"bench sweep: {m}", highlight=False),
+    )
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    out.print(f"{res['runs']} runs of {res['duration_s']:g} s per N, each in namespaces of its own")
+    out.print(f"  {'spec':24} " + "  ".join(f"{f'N = {p}':>22}" for p in bench.sweep.JOBS), soft_wrap=True)
+    for name, points in res["specs"].items():
+        cells = [f"{p['runs_per_hour']:6.0f} runs/h {p['fidelity_ok']:2d}/{p['runs']} ok" for p in points]
+        out.print(f"  {name:24} " + "  ".join(f"{c:>22}" for c in cells), soft_wrap=True)
+    out.print(
+        "the largest N whose pass rate is that of N = 1 is what this machine holds (measure it quiet)", soft_wrap=True
+    )
+    return 0
+
+
 def _cmd_bench_setup(args: argparse.Namespace) -> int:
     shapes = (("dumbbell", args.pairs), ("parking_lot", args.cross)) if args.topology == "all" else None
     results = []
@@ -528,6 +553,13 @@ def parser() -> argparse.ArgumentParser:
         help="where runs go: local (default), vm (each run in the qemu lab VM: netem, .ko modules), dask",
     )
     sw.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address for --executor dask")
+    sw.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="runs at a time, each in network and mount namespaces of its own (default 1; local only)",
+    )
     sw.add_argument("--plots", action="store_true", help="draw each run's plots/*.png (seconds per run)")
     sw.add_argument("--no-live", action="store_true", help="one line per run instead of the progress bar")
     sw.set_defaults(func=_cmd_sweep)
@@ -621,6 +653,13 @@ def parser() -> argparse.ArgumentParser:
     bo.add_argument("--seconds", type=float, default=8.0, help="seconds per run (default 8)")
     bo.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
     bo.set_defaults(func=_cmd_bench_ovs)
+    bw = bsub.add_parser("sweep", help="runs per hour and fidelity pass rate at 1, 2, 3 runs side by side")
+    bw.add_argument("--json", action="store_true", help="print one JSON line")
+    bw.add_argument("--duration-s", type=float, default=20.0, help="seconds per run (default 20)")
+    bw.add_argument(
+        "--runs", type=int, default=6, help="runs per spec and N (default 6; below 3, N = 3 never has 3 going)"
+    )
+    bw.set_defaults(func=_cmd_bench_sweep)
 
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")
     ksub = k.add_subparsers(dest="cc_cmd", required=True, metavar="ACTION")

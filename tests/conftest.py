@@ -61,7 +61,7 @@ def missing_capability() -> str | None:
     return None
 
 
-#: Under CI=true the bmv2 and fpga tiers must run: a skipped test of theirs is a failure there.
+#: Under CI=true the bmv2, fpga and lab tiers must run: a skipped test of theirs is a failure there.
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CI_TIERS = ("bmv2", "fpga", "lab")
 #: tier -> item nodeid -> outcome, for each tier's own count line

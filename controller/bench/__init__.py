@@ -6,6 +6,7 @@
 - setup_time:    `cclab bench setup`, set-up and teardown of large networks
 - polling:       `cclab bench controller`, the monitor's CPU for many flows' counters
 - ovs_fabric:    `cclab bench ovs`, what Open vSwitch carries beside Linux bridges
+- sweep:         `cclab bench sweep`, runs per hour and fidelity pass rate at 1, 2, 3 runs side by side
 """
 
 from controller.bench.data_plane import TARGETS, dataplane
@@ -14,5 +15,15 @@ from controller.bench.loopback import cc_loopback
 from controller.bench.ovs_fabric import fabric_ceiling
 from controller.bench.polling import controller_polling
 from controller.bench.setup_time import setup_teardown
+from controller.bench.sweep import side_by_side
 
-__all__ = ["TARGETS", "cc_loopback", "controller_polling", "dataplane", "delay", "fabric_ceiling", "setup_teardown"]
+__all__ = [
+    "TARGETS",
+    "cc_loopback",
+    "controller_polling",
+    "dataplane",
+    "delay",
+    "fabric_ceiling",
+    "setup_teardown",
+    "side_by_side",
+]

@@ -1,11 +1,23 @@
-"""Executors of a sweep's runs: one after another here or in the lab VM, or on a Dask distributed cluster.
+"""Executors of a sweep's runs: here (one after another, or N side by side), in the lab VM, or on a Dask cluster.
 
 Either way each run is `cclab run POINT.toml` in a process of its own, so a
 sweep depends only on the command line, never on the runner's internals.
 
+Side by side (``--jobs N``): each run in network, mount and PID namespaces of
+its own (controller.experiment.isolated), so runs of one spec, same switch
+and host names, share nothing but the CPU and what the kernel keeps globally:
+the congestion-control registry and htb_hysteresis, a module parameter.  Those
+shared_kernel_state() sets once, in the host's namespace, for as long as any
+run is going, so no run puts them back under another.  The per-namespace
+sysctls (bridge-nf-call-iptables, tcp_child_ehash_entries) each run sets in
+its own namespace as it would alone.
+
 Dask: every worker machine is started with ``--resources experiment=1`` and
 each run asks for one ``experiment``, so the scheduler never puts two
 experiments on one machine at a time (they would share its CPU and kernel).
+A worker started with ``experiment=N``, N > 1, takes N runs at a time, each
+isolated as above; the fidelity check in each run's summary.json says whether
+the machine holds N (`cclab bench sweep` measures it).
 A run executes in a scratch directory on the worker; its run directory comes
 back to the sweep directory as a tar archive, so the lab needs no shared file
 system.
@@ -16,16 +28,24 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import io
+import json
 import logging
+import os
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
-from controller import system
-from controller.experiment.sweep import Task, TaskResult
+from controller import cc, spec, system
+from controller.dataplane import sysctls
+from controller.dataplane.kernel import htb_hysteresis_wanted
+from controller.experiment.sweep import Executor, Task, TaskResult
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +58,21 @@ class ExecutorError(RuntimeError):
     """An executor that cannot start (no scheduler, no worker offering the resource); one line."""
 
 
-def run_cclab(spec_file: Path, runs_dir: Path, plots: bool, in_vm: bool = False) -> tuple[int, str]:
-    """`cclab run` one point into runs_dir (``--vm``: in a lab VM booted for it); (exit code, last line of stderr)."""
+#: the wrapper that puts a run in namespaces of its own
+ISOLATED = (sys.executable, "-m", "controller.experiment.isolated", "--")
+
+
+def run_cclab(
+    spec_file: Path, runs_dir: Path, plots: bool, in_vm: bool = False, isolated: bool = False
+) -> tuple[int, str]:
+    """`cclab run` one point into runs_dir (``--vm``: in a lab VM booted for it; isolated: in namespaces of its
+    own, see controller.experiment.isolated); (exit code, last line of stderr)."""
     runs_dir.mkdir(parents=True, exist_ok=True)
     # A killed sweep must not leave its run going on unseen: the run gets SIGTERM when the sweep dies (util-linux
     # setpriv sets the parent-death signal, no code between fork and exec), stops, tears down and stays marked
-    # incomplete, for the next sweep to redo.
-    argv = ["setpriv", "--pdeathsig", "TERM", "--", sys.executable, "-m", "controller.cli", "run", str(spec_file)]
+    # incomplete, for the next sweep to redo.  Isolated, the wrapper passes the SIGTERM on.
+    argv = ["setpriv", "--pdeathsig", "TERM", "--", *(ISOLATED if isolated else ())]
+    argv += [sys.executable, "-m", "controller.cli", "run", str(spec_file)]
     argv += ["--results", str(runs_dir.resolve()), "--no-live", *(["--vm"] if in_vm else [])]
     if not plots:
         argv.append("--no-plots")
@@ -77,6 +105,129 @@ def vm(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskR
     _one_by_one(tasks, started, ended, in_vm=True)
 
 
+def side_by_side(jobs: int) -> Executor:
+    """Up to ``jobs`` runs at a time on this machine, each isolated (jobs 1: `local`, not isolated)."""
+    if jobs == 1:
+        return local
+
+    def execute(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
+        for t in tasks:  # refused here, before any run, not once per run
+            shareable(t.spec_file)
+        run_side_by_side(tasks, started, ended, jobs)
+
+    return execute
+
+
+def _isolated_run(t: Task) -> tuple[int, str]:
+    with shared_kernel_state(t.spec_file):
+        return run_cclab(t.spec_file, t.runs_dir, t.plots, isolated=True)
+
+
+def run_side_by_side(
+    tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None], jobs: int
+) -> None:
+    """Up to ``jobs`` isolated runs at a time (also at jobs 1). The callbacks run on this thread; each run waits
+    on a thread of its own (its parent, for pdeathsig)."""
+    todo = list(tasks)
+    going: dict[Future[tuple[int, str]], Task] = {}
+    interrupted = False
+    # on Ctrl-C or an error the pool's exit waits for the runs going: they tear down and end on their own
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cclab-run") as pool:
+        while going or (todo and not interrupted):
+            while todo and not interrupted and len(going) < jobs:
+                t = todo.pop(0)
+                started(t.key)
+                going[pool.submit(_isolated_run, t)] = t
+            done, _ = wait(going, return_when=FIRST_COMPLETED)
+            for fut in done:
+                t = going.pop(fut)
+                try:
+                    rc, error = fut.result()
+                except (ExecutorError, system.SystemError_, cc.CcError) as exc:
+                    rc, error = 2, str(exc)
+                ended(TaskResult(t.key, rc, error))
+                interrupted |= rc == 130
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+# --- what the kernel keeps globally, held for all runs side by side ----------------------
+
+HOLD = system.RUN_STATE / "shared-kernel.json"
+HOLD_LOCK = system.RUN_STATE / "shared-kernel.lock"
+
+
+def shareable(spec_file: Path) -> None:
+    """Refuse a point whose run cannot share the kernel's algorithm registry with others: a run registers
+    tunables of its own only where the algorithm is not registered yet."""
+    s = spec.load(spec_file)
+    if s.algo_params:
+        name = sorted(s.algo_params)[0]
+        raise ExecutorError(
+            f"{spec_file.name}: algorithms.{name} sets tunables; runs side by side share the kernel's "
+            "algorithm registry, which cannot hold two settings of one name: use --jobs 1"
+        )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _hold_state() -> Iterator[dict[str, Any]]:
+    """HOLD's content under an exclusive lock, written back on exit; holders whose process is gone are dropped."""
+    system.RUN_STATE.mkdir(parents=True, exist_ok=True)
+    with open(HOLD_LOCK, "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        try:
+            state = json.loads(HOLD.read_text())
+        except (OSError, ValueError):
+            state = {}
+        state.setdefault("holders", [])
+        state.setdefault("algorithms", [])
+        state.setdefault("sysctls", {})
+        state["holders"] = [h for h in state["holders"] if _alive(int(h.split("-")[0]))]
+        yield state
+        if state["holders"] or state["algorithms"] or state["sysctls"]:
+            tmp = HOLD.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state, indent=2) + "\n")
+            os.replace(tmp, HOLD)
+        else:
+            HOLD.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def shared_kernel_state(spec_file: Path) -> Iterator[None]:
+    """While an isolated run of spec_file goes on: its algorithms registered and htb_hysteresis set, in the host's
+    namespace; the last run out unregisters and puts back (HOLD records what, so a killed sweep's are undone by
+    the next one's last run or by `cclab clean`)."""
+    shareable(spec_file)
+    s = spec.load(spec_file)
+    me = f"{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+    with _hold_state() as state:
+        if not state["holders"] and htb_hysteresis_wanted():  # first in (a killed sweep's record is stale)
+            state["sysctls"] = sysctls.HostSysctls(sysctls.HTB_HYSTERESIS).apply()
+        state["algorithms"] += [n for n in cc.load(s.algos) if n not in state["algorithms"]]
+        state["holders"].append(me)
+    try:
+        yield
+    finally:
+        with _hold_state() as state:
+            state["holders"] = [h for h in state["holders"] if h != me]
+            if not state["holders"]:
+                cc.unload(state["algorithms"])
+                held = sysctls.HostSysctls(sysctls.HTB_HYSTERESIS)
+                held.changed = state["sysctls"]
+                held.restore()
+                state["algorithms"], state["sysctls"] = [], {}
+
+
 def _one_by_one(
     tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None], *, in_vm: bool
 ) -> None:
@@ -92,22 +243,46 @@ def _one_by_one(
 
 
 @contextlib.contextmanager
-def _one_at_a_time() -> Iterator[None]:
-    """Wait for this machine's previous sweep run: a run whose sweep went away (Ctrl-C, a lost client) goes on to
-    its end on the worker, while the scheduler may already hand the machine the next one."""
+def _a_slot(slots: int) -> Iterator[None]:
+    """Wait for one of this machine's ``slots`` run slots: a run whose sweep went away (Ctrl-C, a lost client)
+    goes on to its end on the worker, while the scheduler may already hand the machine the next one."""
     system.RUN_STATE.mkdir(parents=True, exist_ok=True)
-    with open(system.RUN_STATE / "sweep-worker.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
+    files = [open(system.RUN_STATE / f"sweep-worker-{i}.lock", "w") for i in range(slots)]  # noqa: SIM115
+    try:
+        while True:
+            for f in files:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                yield
+                return
+            time.sleep(0.5)
+    finally:
+        for f in files:
+            f.close()
+
+
+def _worker_slots() -> int:
+    """How many `experiment`s this Dask worker offers (``--resources experiment=N``): its runs at a time."""
+    from distributed import get_worker
+
+    return max(1, int(get_worker().state.total_resources.get(RESOURCE, 1)))
 
 
 def remote_run(key: str, spec_text: str, plots: bool) -> tuple[int, str, bytes]:
-    """On a worker: run one point in a scratch directory; (exit code, error line, its run directories as tar)."""
-    with _one_at_a_time(), tempfile.TemporaryDirectory(prefix=f"cclab-{key}-") as tmp:
+    """On a worker: run one point in a scratch directory; (exit code, error line, its run directories as tar).
+    A worker offering more than one ``experiment`` runs each isolated, as side_by_side() does."""
+    slots = _worker_slots()
+    with _a_slot(slots), tempfile.TemporaryDirectory(prefix=f"cclab-{key}-") as tmp:
         spec_file = Path(tmp) / f"{key}.toml"
         spec_file.write_text(spec_text)
         runs = Path(tmp) / "runs"
-        rc, error = run_cclab(spec_file, runs, plots)
+        if slots == 1:
+            rc, error = run_cclab(spec_file, runs, plots)
+        else:
+            with shared_kernel_state(spec_file):
+                rc, error = run_cclab(spec_file, runs, plots, isolated=True)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for d in sorted(runs.iterdir()):

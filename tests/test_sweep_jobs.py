@@ -1,0 +1,108 @@
+"""Runs side by side (`cclab sweep --jobs N`): bad --jobs refused (no root); two isolated runs of one spec that
+overlap in time, and a sweep with --jobs 2, complete and leave nothing on the host (root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import system
+from controller.experiment import executors, sweep
+from tests.conftest import CCLAB, REPO
+from tests.test_sweep import _complete_runs, _raw, _toml
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--jobs", "0"], "--jobs 0: a number >= 1"),
+        (["--jobs", "2", "--executor", "vm"], "--jobs 2: a number >= 1, above 1 only for --executor local"),
+    ],
+)
+def test_bad_jobs_is_refused_in_one_line(tmp_path: Path, extra: list[str], message: str) -> None:
+    spec_file = _toml(_raw(repetitions=2, **{"flows[0].algo": ["reno", "cubic"]}), tmp_path / "t.toml")
+    argv = [*CCLAB, "sweep", str(spec_file), "--dir", str(tmp_path / "d"), *extra]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"cclab: {message}"), proc.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def _host_state() -> dict[str, object]:
+    """What the host's namespace shows of runs: links, named namespaces, pins, the shared-state record."""
+    netns = Path("/run/netns")
+    return {
+        "links": sorted(os.listdir("/sys/class/net")),
+        "netns": sorted(os.listdir(netns)) if netns.is_dir() else [],
+        "pins": sorted(p.name for p in system.PIN_ROOT.iterdir()) if system.PIN_ROOT.exists() else [],
+        "hold": executors.HOLD.exists(),
+        "htb_hysteresis": system.read_sysctl(executors.sysctls.HTB_HYSTERESIS[0][0]),
+    }
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("clean_host")
+def test_two_isolated_runs_of_one_spec_overlap_and_leave_nothing(tmp_path: Path) -> None:
+    import tomli_w
+
+    raw = dict(tomllib_load(REPO / "experiments" / "demo.toml"))
+    raw["duration_s"] = 8
+    raw["bottleneck"] = {**raw["bottleneck"], "rate_mbps": 20}
+    spec_file = tmp_path / "demo8.toml"
+    spec_file.write_text(tomli_w.dumps(raw))
+    before = _host_state()
+    spans: dict[str, tuple[float, float, int, str]] = {}
+
+    def one(name: str) -> None:
+        t0 = time.monotonic()
+        with executors.shared_kernel_state(spec_file):
+            rc, error = executors.run_cclab(spec_file, tmp_path / name, plots=False, isolated=True)
+        spans[name] = (t0, time.monotonic(), rc, error)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {n: s[2:] for n, s in spans.items()} == {"a": (0, ""), "b": (0, "")}, spans
+    # they overlapped: each started before the other ended
+    assert spans["a"][0] < spans["b"][1] and spans["b"][0] < spans["a"][1]
+    for name in ("a", "b"):
+        (run_dir,) = list((tmp_path / name).iterdir())
+        assert sweep.is_complete(run_dir), run_dir
+        summ = json.loads((run_dir / "summary.json").read_text())
+        assert summ["fidelity"]["ok"], (name, summ["fidelity"])
+    assert _host_state() == before
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("clean_host")
+def test_sweep_with_two_jobs_completes_every_run(tmp_path: Path) -> None:
+    spec_file = _toml(_raw(repetitions=2, **{"flows[0].algo": ["reno", "cubic"]}), tmp_path / "t.toml")
+    d = tmp_path / "sweep"
+    before = _host_state()
+    proc = subprocess.run(
+        [*CCLAB, "sweep", str(spec_file), "--dir", str(d), "--no-live", "--jobs", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(_complete_runs(d)) == 4
+    assert all(p["status"] == "complete" for p in json.loads((d / "sweep.json").read_text())["points"])
+    assert _host_state() == before
+
+
+def tomllib_load(path: Path) -> dict[str, Any]:
+    from controller.spec import tomllib
+
+    return dict(tomllib.loads(path.read_text()))

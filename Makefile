@@ -7,7 +7,8 @@
 #                 when p4c-bm2-ss is on PATH
 #   make demo     deps + venv + build, then run experiments/demo.toml
 #   make check    lint, then every test that needs no root (no netns, VM or
-#                 BMv2): the contributor's quick tier, under two minutes
+#                 BMv2) but the FPGA simulations (`pytest -m fpga`, about
+#                 100 s more): the contributor's quick tier, under two minutes
 #   make test     deps + venv + build, then the whole test suite (what CI runs)
 #   make bench    benchmarks (figures, not pass/fail)
 #   make lint     ruff + mypy
@@ -106,7 +107,7 @@ demo: deps venv build
 	$(CCLAB) run experiments/demo.toml
 
 check: lint
-	$(PY) -m pytest -q -m "not root" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not root and not fpga" $(PYTEST_ARGS)
 
 test: deps venv build
 	$(PY) -m pytest $(PYTEST_ARGS)

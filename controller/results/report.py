@@ -33,13 +33,17 @@ from controller import system
 from controller.network import units
 from controller.results import claims as claims_mod
 from controller.results import pool as pool_mod
-from controller.results import rundir
+from controller.results import rundir, verdicts
+from controller.results.cells import CONFIDENCE
+from controller.results.cells import cell as _cell
+from controller.results.cells import fmt as _fmt
+from controller.results.cells import same as _same
+from controller.results.cells import scalar as _scalar
 from controller.results.plots import _by_flow, _read, _save, plt
 from controller.spec.sweep import SweepError
 
 log = logging.getLogger(__name__)
 
-CONFIDENCE = 0.95
 #: run-level metrics: (name, how to read it from summary.json, axis label)
 RUN_METRICS = (
     ("utilization", lambda s: s["bottleneck"]["utilization"], "bottleneck utilization"),
@@ -134,19 +138,6 @@ def cwnd_recoveries(cwnd_rows: list[dict[str, str]], algo: dict[str, str]) -> tu
                 start = None
         unrecovered += start is not None
     return done, unrecovered
-
-
-def _scalar(v: Any) -> bool:
-    return isinstance(v, (str, int, float, bool))
-
-
-def _cell(v: Any) -> Any:
-    """A swept value as a table cell: scalars as they are, tables and arrays as JSON."""
-    return v if _scalar(v) else json.dumps(v, sort_keys=True)
-
-
-def _fmt(v: float | None) -> str:
-    return "" if v is None else f"{v:.6g}"
 
 
 #: per_path's metrics, each a column "<where>_<metric>" of runs.csv
@@ -320,13 +311,6 @@ def paper_numbers(manifest: dict[str, Any]) -> list[dict[str, str]]:
     return _read(path) if path else []
 
 
-def _same(paper: str, ours: Any) -> bool:
-    try:
-        return float(paper) == float(ours)
-    except (TypeError, ValueError):
-        return paper == str(ours)
-
-
 def with_paper(rows: list[dict[str, Any]], paper: list[dict[str, str]], paths: list[str]) -> None:
     """Put the paper's number(s) for each row's metric, algorithm and swept values (where the paper row gives
     them) into its ``paper`` and ``paper_ref`` cells."""
@@ -471,8 +455,6 @@ def write(
     if claims_file is not None and everything:
         log.warning("no verdicts: every complete run was taken (--all-runs), not a pool")
     elif claims_file is not None:
-        from controller.results import verdicts
-
         written += verdicts.write(claims_mod.parse(claims_file), stat_rows + ratio_rows, run_rows, pool, out)
 
     scalar = [g["path"] for g in manifest["grid"] if all(_scalar(v) for v in g["values"])]

@@ -18,7 +18,10 @@ from scipy import stats
 from controller.results import claims as cl
 from controller.results import pool as pool_mod
 from controller.results import rundir
-from controller.results.report import CONFIDENCE, _cell, _fmt, _same
+from controller.results.cells import CONFIDENCE
+from controller.results.cells import cell as _cell
+from controller.results.cells import fmt as _fmt
+from controller.results.cells import same as _same
 
 
 @dataclass(frozen=True)

@@ -262,18 +262,26 @@ static int cmd_btbe(void)
 	return 0;
 }
 
+/* A connection of n subflows with these windows (packets) and RTTs (us). */
+static void conn_fill(struct mptcpw_conn *c, u32 n, const u32 *w, const u32 *rtt)
+{
+	u32 i;
+
+	memset(c, 0, sizeof(*c));
+	for (i = 0; i < n; i++) {
+		c->path[i].cwnd = w[i];
+		c->path[i].rtt_us = rtt[i];
+		c->used |= 1U << i;
+	}
+}
+
 /* eq. (8) with gamma = 1. */
 static void delta_case(const char *tag, u32 n, const u32 *w, const u32 *rtt)
 {
 	struct mptcpw_conn c;
 	u32 i;
 
-	memset(&c, 0, sizeof(c));
-	for (i = 0; i < n; i++) {
-		c.path[i].cwnd = w[i];
-		c.path[i].rtt_us = rtt[i];
-		c.used |= 1U << i;
-	}
+	conn_fill(&c, n, w, rtt);
 	for (i = 0; i < n; i++)
 		printf("%s_%u=%u\n", tag, i, mptcpw_delta_q16(&c, i));
 }
@@ -492,12 +500,7 @@ static void lia_case(const char *tag, u32 n, const u32 *w, const u32 *rtt)
 	struct mptcpw_conn c;
 	u32 i;
 
-	memset(&c, 0, sizeof(c));
-	for (i = 0; i < n; i++) {
-		c.path[i].cwnd = w[i];
-		c.path[i].rtt_us = rtt[i];
-		c.used |= 1U << i;
-	}
+	conn_fill(&c, n, w, rtt);
 	printf("%s_alpha=%u\n", tag, lia_alpha_q16(&c));
 	for (i = 0; i < n; i++)
 		printf("%s_delta_%u=%u\n", tag, i, lia_delta_q16(&c, i));

@@ -19,17 +19,15 @@ from __future__ import annotations
 import json
 import select
 import socket
-import struct
 import sys
 import time
 
 from scapy.utils import RawPcapReader, RawPcapWriter
 
+from hosts.rxtime import recv_stamped, stamp_on_receive
+
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
-#: SO_TIMESTAMPNS's control message: struct timespec
-_TIMESPEC = struct.Struct("=qq")
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 #: Linux socket options Python may not name
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 LINKTYPE_ETHERNET = 1
@@ -69,20 +67,13 @@ def send(iface: str, pcap: str, rate_bps: float, lead_s: float) -> None:
 def recv(iface: str, pcap: str) -> None:
     s = _socket(iface)
     s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
-    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    stamp_on_receive(s)
     got: list[tuple[int, bytes]] = []
-    anc_size = socket.CMSG_SPACE(_TIMESPEC.size)
 
     def take() -> None:
-        data, anc, _flags, addr = s.recvmsg(65536, anc_size)
-        if addr[2] == PACKET_OUTGOING:
-            return
-        ts_ns = time.time_ns()
-        for level, kind, value in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = _TIMESPEC.unpack(value[: _TIMESPEC.size])
-                ts_ns = sec * 1_000_000_000 + nsec
-        got.append((ts_ns, data))
+        data, ts_ns, addr = recv_stamped(s)
+        if addr[2] != PACKET_OUTGOING:
+            got.append((ts_ns, data))
 
     print("ready", flush=True)
     stopping = False

@@ -139,7 +139,7 @@ def test_resume_state_comes_from_the_run_directories(tmp_path: Path) -> None:
     assert spec.read_raw(d / "points" / "p001-r1.toml") == sw.points[3].raw
     _fake_run(d, "p000-r0", "20260101T000000Z", True)
     _fake_run(d, "p000-r1", "20260101T000001Z", False)
-    assert [t.key for t in sweep.pending(sw, d)] == ["p000-r1", "p001-r0", "p001-r1"]
+    assert [t.key for t in sweep.pending(sw, d)] == ["p001-r0", "p000-r1", "p001-r1"]
     ran: list[str] = []
 
     def fake_executor(tasks: list[sweep.Task], started: Any, ended: Any) -> None:
@@ -150,7 +150,7 @@ def test_resume_state_comes_from_the_run_directories(tmp_path: Path) -> None:
             ended(sweep.TaskResult(t.key, 0, ""))
 
     prog = sweep.run(sw, d, fake_executor)
-    assert ran == ["p000-r1", "p001-r0", "p001-r1"]
+    assert ran == ["p001-r0", "p000-r1", "p001-r1"]
     assert (prog.total, prog.skipped, prog.done, prog.failed) == (4, 1, 3, ["p001-r1"])
     m = json.loads((d / "sweep.json").read_text())
     by = {p["key"]: p for p in m["points"]}

@@ -168,10 +168,12 @@ Executor = Callable[[list[Task], Callable[[str], None], Callable[[TaskResult], N
 
 
 def pending(sw: Sweep, sweep_dir: Path, plots: bool = False) -> list[Task]:
-    """The runs with no complete run directory yet, in grid order."""
+    """The runs with no complete run directory yet: every point's first repetition, in grid order, before
+    any point's second, so a sweep stopped part way (a campaign of many sessions) holds its whole grid at
+    n or n + 1 runs instead of some points at full n and the rest at none."""
     return [
         Task(pt.key, sweep_dir / "points" / f"{pt.key}.toml", sweep_dir / "runs" / pt.key, plots)
-        for pt in sw.points
+        for pt in sorted(sw.points, key=lambda pt: (pt.rep, pt.index))
         if complete_run(sweep_dir, pt.key) is None
     ]
 

@@ -172,6 +172,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     execute = {"local": executors.side_by_side(args.jobs), "vm": executors.vm}.get(
         args.executor
     ) or executors.dask_executor(args.scheduler)
+    prog = _sweep_live(sw, sweep_dir, execute, args.executor, args.plots, args.no_live)
+    return 0 if not prog.failed else 1
+
+
+def _sweep_live(
+    sw: sweep_spec.Sweep, sweep_dir: Path, execute: sweep.Executor, executor: str, plots: bool, no_live: bool
+) -> sweep.Progress:
+    """Run a sweep with its progress bar (or one line per run), then say what is left."""
     by_key = {pt.key: pt for pt in sw.points}
     bar = Progress(
         TextColumn("{task.description}"),
@@ -181,7 +189,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         TextColumn("ETA {task.fields[eta]}"),
         TextColumn("{task.fields[line]}"),
         console=out,
-        disable=args.no_live,
+        disable=no_live,
     )
     task = bar.add_task(sw.name, total=len(sw.points), line="", eta="-")
     t0 = time.monotonic()
@@ -189,7 +197,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     def on_start(key: str, prog: sweep.Progress) -> None:
         if bar.tasks[task].completed == 0 and prog.skipped:
             bar.update(task, completed=prog.skipped)
-        verb = "submitted" if args.executor == "dask" else "running"
+        verb = "submitted" if executor == "dask" else "running"
         bar.update(task, line=_short(f"{verb} {key}: {by_key[key].describe()}"))
 
     def on_end(res: sweep.TaskResult, prog: sweep.Progress) -> None:
@@ -205,19 +213,76 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         left_s = (time.monotonic() - t0) / prog.done * (prog.total - prog.skipped - prog.done)
         eta = f"{int(left_s // 3600)}:{int(left_s % 3600 // 60):02d}:{int(left_s % 60):02d}"
         bar.update(task, completed=prog.skipped + prog.done, line=_short(line), eta=eta)
-        if args.no_live:
+        if no_live:
             out.print(f"[{prog.skipped + prog.done}/{prog.total}, ETA {eta}] {line}", highlight=False, soft_wrap=True)
 
     with bar:
-        prog = sweep.run(sw, sweep_dir, execute, plots=args.plots, on_start=on_start, on_end=on_end)
+        prog = sweep.run(sw, sweep_dir, execute, plots=plots, on_start=on_start, on_end=on_end)
+    left = prog.total - prog.skipped - prog.done
     out.print(
         f"sweep {sw.name}: {prog.total} runs ({sw.n_grid} points x {sw.repetitions}); {prog.skipped} were complete, "
-        f"{prog.done} ran now, {len(prog.failed)} incomplete: {sweep_dir}",
+        f"{prog.done} ran now, {len(prog.failed)} incomplete"
+        + (f", {left} not started" if left else "")
+        + f": {sweep_dir}",
         soft_wrap=True,
     )
     for key in prog.failed:
         out.print(f"  - {key}: no complete run; `cclab sweep` again redoes it", soft_wrap=True)
-    return 0 if not prog.failed else 1
+    return prog
+
+
+def _shown(path: Path) -> str:
+    """A path as short as it can be said: relative to the work tree when inside it."""
+    try:
+        return str(path.resolve().relative_to(system.REPO.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    from controller.experiment import campaign
+
+    if args.campaign_cmd == "stop":
+        pid = campaign.request_stop()
+        if pid is None:
+            out.print("campaign: none is running")
+            return 0
+        out.print(f"campaign (pid {pid}): stops after the runs under way", highlight=False)
+        while args.wait and campaign.running() is not None:
+            time.sleep(1)
+        return 0
+    specs = campaign.load(Path(args.file))
+    if args.campaign_cmd == "status":
+        states = [campaign.state(p) for p in specs]
+        t = Table("sweep", "runs complete", "fidelity failed", "hours left (runs only)", "directory")
+        for st in states:
+            failed = f"{len(st.fidelity_failed)}" + (
+                f" ({', '.join(st.fidelity_failed)})" if st.fidelity_failed else ""
+            )
+            t.add_row(st.name, f"{st.complete} / {st.total}", failed, f"{st.hours_left:.1f}", _shown(st.dir))
+        out.print(t)
+        pid = campaign.running()
+        out.print(
+            f"campaign: {'running, pid ' + str(pid) if pid else 'not running'}; "
+            f"{sum(s.complete for s in states)} of {sum(s.total for s in states)} runs complete, "
+            f"{sum(s.hours_left for s in states):.1f} h of runs left",
+            highlight=False,
+        )
+        return 0
+    if args.jobs < 1:
+        raise executors.ExecutorError(f"--jobs {args.jobs}: want a number >= 1")
+    execute = campaign.stoppable(executors.side_by_side(args.jobs), args.jobs)
+    with campaign.claimed():
+        done = campaign.run(
+            specs, lambda sw, d: _sweep_live(sw, d, execute, "local", plots=False, no_live=args.no_live)
+        )
+    stopped = len(done) < len(specs) or any(p.skipped + p.done < p.total for _, p in done)
+    out.print(
+        f"campaign: {'stopped on request' if stopped else 'every sweep ran'}; `cclab campaign status` "
+        "says how far each has got",
+        highlight=False,
+    )
+    return 0 if not any(p.failed for _, p in done) else 1
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -553,16 +618,34 @@ def parser() -> argparse.ArgumentParser:
         help="where runs go: local (default), vm (each run in the qemu lab VM: netem, .ko modules), dask",
     )
     sw.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address for --executor dask")
-    sw.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="runs at a time, each in network and mount namespaces of its own (default 1; local only)",
-    )
+    _run_options(sw, "default 1; local only")
     sw.add_argument("--plots", action="store_true", help="draw each run's plots/*.png (seconds per run)")
-    sw.add_argument("--no-live", action="store_true", help="one line per run instead of the progress bar")
     sw.set_defaults(func=_cmd_sweep)
+
+    cp = sub.add_parser(
+        "campaign",
+        help="sweeps run one after another for hours, resumable, stopped between runs",
+        description="A campaign file lists sweep specs (`sweeps = [...]`, relative to it); `run` takes each in "
+        "turn into its default directory, skipping what is complete, so running it again goes on where it "
+        "stopped; `stop` lets the runs under way finish and starts no other; `status` reads the directories.",
+    )
+    csub = cp.add_subparsers(dest="campaign_cmd", required=True, metavar="ACTION")
+    for name, text in (
+        ("run", "run the campaign's sweeps in turn (resumes)"),
+        ("status", "runs complete, fidelity failures and hours left, per sweep"),
+    ):
+        c = csub.add_parser(name, help=text)
+        c.add_argument(
+            "file",
+            nargs="?",
+            default=str(system.REPO / "experiments" / "campaign.toml"),
+            help="campaign file (default experiments/campaign.toml)",
+        )
+        if name == "run":
+            _run_options(c, "default 1; `cclab bench sweep` says how many this machine holds")
+    cs = csub.add_parser("stop", help="the running campaign finishes its runs under way and starts no other")
+    cs.add_argument("--wait", action="store_true", help="return when it has stopped")
+    cp.set_defaults(func=_cmd_campaign)
 
     rp = sub.add_parser(
         "report",
@@ -670,6 +753,18 @@ def parser() -> argparse.ArgumentParser:
     k.set_defaults(func=_cmd_cc)
     lab_cli.add_parser(sub)
     return p
+
+
+def _run_options(p: argparse.ArgumentParser, jobs_note: str) -> None:
+    """--jobs and --no-live, as `cclab sweep` and `cclab campaign run` take them."""
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help=f"runs at a time, each in network and mount namespaces of its own ({jobs_note})",
+    )
+    p.add_argument("--no-live", action="store_true", help="one line per run instead of the progress bar")
 
 
 def main(argv: list[str] | None = None) -> int:

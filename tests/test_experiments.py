@@ -14,7 +14,9 @@ from controller.spec import sweep
 from tests.conftest import REPO
 
 EXPERIMENTS = REPO / "experiments"
-SPECS = sorted(p for p in EXPERIMENTS.rglob("*.toml") if not p.name.endswith(claims.CLAIMS_SUFFIX))
+#: the campaign file: the order the sweeps run in, not a spec
+CAMPAIGN = EXPERIMENTS / "campaign.toml"
+SPECS = sorted(p for p in EXPERIMENTS.rglob("*.toml") if not p.name.endswith(claims.CLAIMS_SUFFIX) and p != CAMPAIGN)
 #: the reproductions of the papers: one directory per paper
 REPRODUCTIONS = [p for p in SPECS if p.parent != EXPERIMENTS]
 PAPER_FILES = sorted(EXPERIMENTS.rglob(f"*{report.PAPER_SUFFIX}"))

@@ -1,0 +1,155 @@
+"""A campaign: sweeps run one after another for tens of hours, over many sittings, stopped between runs.
+
+A campaign file lists sweep specs in the order they run::
+
+    # experiments/campaign.toml
+    sweeps = ["logwestwood-plus/per.toml", "logwestwood-plus/recovery.toml"]
+
+(paths relative to the file).  ``run`` takes each sweep in turn into its
+default directory (results/sweeps/<name>/), which already resumes: what is
+complete is skipped, so running a campaign again goes on where it stopped.
+``request_stop`` asks a running campaign to stop after the runs under way:
+it finishes them (a 300 s run is not thrown away) and starts no other, where
+SIGTERM or Ctrl-C ends the run under way, marked incomplete.  One campaign
+runs at a time on a machine (its pid is in /run/cclab/campaign.pid).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+from controller import system
+from controller.experiment import sweep
+from controller.experiment.sweep import Executor, Task, TaskResult
+from controller.spec import sweep as sweep_spec
+from controller.spec.sweep import Sweep, SweepError
+
+PID_FILE = system.RUN_STATE / "campaign.pid"
+STOP_FILE = system.RUN_STATE / "campaign.stop"
+
+
+def load(path: Path) -> list[Path]:
+    """The sweep specs a campaign file lists, each checked to exist and be a sweep, before anything runs."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SweepError(f"{path}: cannot read the campaign file: {exc}") from exc
+    specs = raw.get("sweeps")
+    if not isinstance(specs, list) or not specs or not all(isinstance(s, str) for s in specs):
+        raise SweepError(f"{path}: sweeps = {specs!r}: want a non-empty list of spec paths (relative to the file)")
+    if unknown := sorted(set(raw) - {"sweeps"}):
+        raise SweepError(f"{path}: unknown key {unknown[0]!r}: a campaign file has only `sweeps`")
+    out = []
+    for i, rel in enumerate(specs):
+        p = path.parent / rel
+        if not p.is_file():
+            raise SweepError(f"{path}: sweeps[{i}] = {rel!r}: no such spec")
+        out.append(p)
+    return out
+
+
+@dataclass(frozen=True)
+class SweepState:
+    """How far one sweep of a campaign has got, read from its directory."""
+
+    name: str
+    spec: Path
+    dir: Path
+    total: int
+    complete: int
+    fidelity_failed: list[str]
+    """Keys of complete runs whose fidelity check failed (counted and named, never dropped)."""
+    hours_left: float
+    """The runs still to do times the run length (what setting up and tearing down add is not in it)."""
+
+
+def state(spec_path: Path) -> SweepState:
+    sw = sweep_spec.load(spec_path)
+    d = sweep.default_dir(sw)
+    done = [(pt, sweep.complete_run(d, pt.key)) for pt in sw.points]
+    complete = [(pt.key, r) for pt, r in done if r is not None]
+    failed = [k for k, r in complete if not _fidelity_ok(r)]
+    left_s = sum(float(pt.raw["duration_s"]) for pt, r in done if r is None)
+    return SweepState(sw.name, spec_path, d, len(sw.points), len(complete), failed, left_s / 3600)
+
+
+def _fidelity_ok(run_dir: Path) -> bool:
+    return bool(json.loads((run_dir / "summary.json").read_text())["fidelity"]["ok"])
+
+
+def stop_requested() -> bool:
+    return STOP_FILE.exists()
+
+
+def request_stop() -> int | None:
+    """Ask the running campaign to stop after its runs under way; its pid, or None if none runs."""
+    pid = running()
+    if pid is not None:
+        STOP_FILE.parent.mkdir(parents=True, exist_ok=True)
+        STOP_FILE.write_text(f"{os.getpid()}\n")
+    return pid
+
+
+def running() -> int | None:
+    """The pid of the campaign running on this machine, if one is."""
+    try:
+        pid = int(PID_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return pid
+
+
+@contextmanager
+def claimed() -> Iterator[None]:
+    """This process is the machine's campaign while the block runs; refused if another one is."""
+    if (pid := running()) is not None:
+        raise SweepError(f"a campaign is running already (pid {pid}); `cclab campaign stop` ends it")
+    PID_FILE.parent.mkdir(parents=True, exist_ok=True)
+    PID_FILE.write_text(f"{os.getpid()}\n")
+    STOP_FILE.unlink(missing_ok=True)  # a request left by a campaign that ended before it saw it
+    try:
+        yield
+    finally:
+        STOP_FILE.unlink(missing_ok=True)
+        PID_FILE.unlink(missing_ok=True)
+
+
+def stoppable(execute: Executor, batch: int, stop: Callable[[], bool] = stop_requested) -> Executor:
+    """`execute`, handed `batch` tasks at a time, with no new batch once `stop` says so."""
+
+    def run(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
+        for i in range(0, len(tasks), batch):
+            if stop():
+                return
+            execute(tasks[i : i + batch], started, ended)
+
+    return run
+
+
+def run(
+    specs: list[Path],
+    run_sweep: Callable[[Sweep, Path], sweep.Progress],
+    stop: Callable[[], bool] = stop_requested,
+) -> list[tuple[Sweep, sweep.Progress]]:
+    """Each sweep in turn, by `run_sweep(sweep, its directory)`, until all are done or a stop is asked for;
+    every spec is loaded (every point validated) before the first run."""
+    sweeps = [sweep_spec.load(p) for p in specs]
+    out = []
+    for sw in sweeps:
+        if stop():
+            break
+        out.append((sw, run_sweep(sw, sweep.default_dir(sw))))
+    return out

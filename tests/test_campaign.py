@@ -1,0 +1,122 @@
+"""A campaign: its file refused in one line, sweeps in turn, a stop between runs, and its state from the
+sweep directories. The runs are faked (an executor that writes run directories): what a run does is
+test_sweep's and test_run's."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import cli
+from controller.experiment import campaign, sweep
+from controller.spec import sweep as sweep_spec
+from controller.spec.sweep import SweepError
+from tests.conftest import REPO
+from tests.test_report import E2E_SPEC
+
+#: a sweep of 2 points x 5 repetitions, 3 s each
+SPEC = E2E_SPEC.replace('name = "claims_e2e"', 'name = "{name}"')
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Two sweep specs and a campaign file listing them; sweeps and the campaign's state under tmp_path."""
+    for name in ("one", "two"):
+        (tmp_path / f"{name}.toml").write_text(SPEC.format(name=name))
+    (tmp_path / "campaign.toml").write_text('sweeps = ["one.toml", "two.toml"]\n')
+    monkeypatch.setattr(sweep, "SWEEPS", tmp_path / "sweeps")
+    monkeypatch.setattr(campaign, "PID_FILE", tmp_path / "run" / "campaign.pid")
+    monkeypatch.setattr(campaign, "STOP_FILE", tmp_path / "run" / "campaign.stop")
+    return tmp_path / "campaign.toml"
+
+
+def _write_run(task: sweep.Task, fidelity_ok: bool = True) -> None:
+    d = task.runs_dir / f"run-{task.key}"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({"complete": True, "fidelity": {"ok": fidelity_ok}}))
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("sweeps = []\n", "sweeps = []: want a non-empty list of spec paths"),
+        ('sweeps = "one.toml"\n', "sweeps = 'one.toml': want a non-empty list"),
+        ('sweeps = ["one.toml"]\norder = 1\n', "unknown key 'order': a campaign file has only `sweeps`"),
+        ('sweeps = ["one.toml", "gone.toml"]\n', "sweeps[1] = 'gone.toml': no such spec"),
+        ("sweeps = [\n", "cannot read the campaign file"),
+    ],
+)
+def test_bad_campaign_file_is_refused_in_one_line(files: Path, text: str, says: str) -> None:
+    files.write_text(text)
+    with pytest.raises(SweepError) as exc:
+        campaign.load(files)
+    assert says in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_the_repository_campaign_lists_sweeps_that_load() -> None:
+    for p in campaign.load(REPO / "experiments" / "campaign.toml"):
+        assert sweep_spec.load(p).points
+
+
+def test_sweeps_run_in_turn_and_a_stop_is_seen_between_runs(files: Path) -> None:
+    specs = campaign.load(files)
+    ran: list[str] = []
+    stop_after = 3
+
+    def fake(tasks: list[sweep.Task], started: Any, ended: Any) -> None:
+        for t in tasks:
+            started(t.key)
+            _write_run(t)
+            ran.append(f"{t.runs_dir.parent.parent.name}/{t.key}")
+            if len(ran) == stop_after:
+                campaign.STOP_FILE.parent.mkdir(parents=True, exist_ok=True)
+                campaign.STOP_FILE.write_text("")
+            ended(sweep.TaskResult(t.key, 0, ""))
+
+    execute = campaign.stoppable(fake, batch=1)
+    with campaign.claimed():
+        done = campaign.run(specs, lambda sw, d: sweep.run(sw, d, execute))
+    # the run under way when the stop came finished; nothing started after it, not even the next sweep
+    assert ran == ["one/p000-r0", "one/p001-r0", "one/p000-r1"]
+    assert [sw.name for sw, _ in done] == ["one"]
+    assert not campaign.STOP_FILE.exists() and not campaign.PID_FILE.exists()
+    # run again: it goes on where it stopped, into the second sweep
+    with campaign.claimed():
+        campaign.run(specs, lambda sw, d: sweep.run(sw, d, campaign.stoppable(fake, batch=1)))
+    assert ran[3] == "one/p001-r1" and len(ran) == 20 and ran[10] == "two/p000-r0" and ran[-1] == "two/p001-r4"
+
+
+def test_state_counts_complete_runs_and_names_fidelity_failures(files: Path) -> None:
+    one, _two = campaign.load(files)
+    sw = sweep_spec.load(one)
+    d = sweep.default_dir(sw)
+    sweep.prepare(sw, d)
+    tasks = sweep.pending(sw, d)
+    _write_run(tasks[0])
+    _write_run(tasks[1], fidelity_ok=False)
+    st = campaign.state(one)
+    assert (st.total, st.complete, st.fidelity_failed) == (10, 2, [tasks[1].key])
+    assert st.hours_left == pytest.approx(8 * 3 / 3600)
+
+
+def test_one_campaign_at_a_time(files: Path) -> None:
+    campaign.PID_FILE.parent.mkdir(parents=True)
+    campaign.PID_FILE.write_text(f"{os.getpid()}\n")  # a live process: this one
+    with pytest.raises(SweepError, match=rf"a campaign is running already \(pid {os.getpid()}\)"):
+        with campaign.claimed():
+            pass
+    assert campaign.request_stop() == os.getpid() and campaign.STOP_FILE.exists()
+    campaign.PID_FILE.write_text("999999999\n")  # no such process: a campaign that died
+    assert campaign.running() is None
+    with campaign.claimed():
+        assert not campaign.STOP_FILE.exists()  # the stale request does not stop the new campaign
+
+
+def test_status_prints_every_sweep(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["campaign", "status", str(files)]) == 0
+    text = capsys.readouterr().out
+    assert "one" in text and "two" in text and "0 of 20 runs complete, 0.0 h of runs left" in text

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from controller import bench, capabilities, cc, clean, lab, lab_cli, spec, system, vm
 from controller.dataplane import DataPlaneError
-from controller.experiment import executors, preflight, runner, sweep
+from controller.experiment import campaign, executors, preflight, runner, sweep
 from controller.measure.live import final_table, render
 from controller.measure.monitor import LiveState
 from controller.network import units
@@ -240,8 +240,6 @@ def _shown(path: Path) -> str:
 
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
-    from controller.experiment import campaign
-
     if args.campaign_cmd == "stop":
         pid = campaign.request_stop()
         if pid is None:
@@ -638,8 +636,8 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument(
             "file",
             nargs="?",
-            default=str(system.REPO / "experiments" / "campaign.toml"),
-            help="campaign file (default experiments/campaign.toml)",
+            default=str(campaign.DEFAULT),
+            help="campaign file (default experiments/papers.campaign.toml)",
         )
         if name == "run":
             _run_options(c, "default 1; `cclab bench sweep` says how many this machine holds")

@@ -22,6 +22,16 @@ from controller.measure.metrics import binomial_interval
 REPO = Path(__file__).resolve().parents[1]
 CCLAB = [sys.executable, "-m", "controller.cli"]
 
+
+def experiment_specs(pattern: str = "**/*.toml") -> list[Path]:
+    """The specs under experiments/ whose path matches `pattern`: its TOML files but claims and campaign files."""
+    from controller.experiment.campaign import CAMPAIGN_SUFFIX
+    from controller.results.claims import CLAIMS_SUFFIX
+
+    found = (REPO / "experiments").glob(pattern)
+    return sorted(p for p in found if not p.name.endswith((CLAIMS_SUFFIX, CAMPAIGN_SUFFIX)))
+
+
 #: The level of the tests' binomial intervals for random drops.  Neither data plane's random source can be
 #: seeded, and a suite run makes about a dozen such checks, so at 99 % one run in ten would fail by chance; at
 #: 1 - 1e-5 (4.4 standard deviations) one in 10,000 does.  A drop probability off by a factor (a threshold in the

@@ -15,7 +15,6 @@ from controller import cli
 from controller.experiment import campaign, sweep
 from controller.spec import sweep as sweep_spec
 from controller.spec.sweep import SweepError
-from tests.conftest import REPO
 from tests.test_report import E2E_SPEC
 
 #: a sweep of 2 points x 5 repetitions, 3 s each
@@ -58,7 +57,7 @@ def test_bad_campaign_file_is_refused_in_one_line(files: Path, text: str, says: 
 
 
 def test_the_repository_campaign_lists_sweeps_that_load() -> None:
-    for p in campaign.load(REPO / "experiments" / "campaign.toml"):
+    for p in campaign.load(campaign.DEFAULT):
         assert sweep_spec.load(p).points
 
 

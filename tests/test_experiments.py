@@ -9,14 +9,12 @@ from pathlib import Path
 import pytest
 
 from controller import spec
-from controller.results import claims, report
+from controller.results import report
 from controller.spec import sweep
-from tests.conftest import REPO
+from tests.conftest import REPO, experiment_specs
 
 EXPERIMENTS = REPO / "experiments"
-#: the campaign file: the order the sweeps run in, not a spec
-CAMPAIGN = EXPERIMENTS / "campaign.toml"
-SPECS = sorted(p for p in EXPERIMENTS.rglob("*.toml") if not p.name.endswith(claims.CLAIMS_SUFFIX) and p != CAMPAIGN)
+SPECS = experiment_specs()
 #: the reproductions of the papers: one directory per paper
 REPRODUCTIONS = [p for p in SPECS if p.parent != EXPERIMENTS]
 PAPER_FILES = sorted(EXPERIMENTS.rglob(f"*{report.PAPER_SUFFIX}"))

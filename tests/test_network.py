@@ -8,7 +8,7 @@ import pytest
 
 from controller import network, spec
 from controller.spec import tomllib
-from tests.conftest import CCLAB, REPO
+from tests.conftest import CCLAB, REPO, experiment_specs
 
 PARKING = """
 name = "p"
@@ -282,6 +282,6 @@ def test_cclab_check_refuses_a_bad_network_in_one_line_and_builds_nothing(tmp_pa
 
 
 def test_shipped_specs_validate() -> None:
-    for path in sorted((REPO / "experiments").glob("*.toml")):
+    for path in experiment_specs("*.toml"):
         s = spec.load(path)
         assert s.flows, path

@@ -17,11 +17,10 @@ import jsonschema
 import pytest
 
 from controller import spec
-from controller.results.claims import CLAIMS_SUFFIX
 from controller.spec import fields, schema, tomllib
 from controller.spec import sweep as sweep_spec
 from tests import test_network, test_spec
-from tests.conftest import CCLAB, REPO
+from tests.conftest import CCLAB, REPO, experiment_specs
 
 SCHEMA = schema.spec_schema()
 VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
@@ -44,8 +43,7 @@ NEEDS_THE_PARSER = {
 
 
 def _spec_files() -> list[Path]:
-    specs = (p for p in (REPO / "experiments").rglob("*.toml") if not p.name.endswith(CLAIMS_SUFFIX))
-    files = sorted(specs) + sorted((REPO / "vm" / "guest_tests").glob("*.toml"))
+    files = experiment_specs() + sorted((REPO / "vm" / "guest_tests").glob("*.toml"))
     assert files, "no specs found"
     return files
 

@@ -2,7 +2,7 @@
 
 A campaign file lists sweep specs in the order they run::
 
-    # experiments/campaign.toml
+    # experiments/papers.campaign.toml
     sweeps = ["logwestwood-plus/per.toml", "logwestwood-plus/recovery.toml"]
 
 (paths relative to the file).  ``run`` takes each sweep in turn into its
@@ -31,6 +31,10 @@ from controller.experiment.sweep import Executor, Task, TaskResult
 from controller.spec import sweep as sweep_spec
 from controller.spec.sweep import Sweep, SweepError
 
+#: a campaign file's name ends so (a TOML file under experiments/ that is not a spec)
+CAMPAIGN_SUFFIX = ".campaign.toml"
+#: the papers at their own scale
+DEFAULT = system.REPO / "experiments" / f"papers{CAMPAIGN_SUFFIX}"
 PID_FILE = system.RUN_STATE / "campaign.pid"
 STOP_FILE = system.RUN_STATE / "campaign.stop"
 

@@ -1,19 +1,20 @@
 """A bulk MPTCP transfer, run inside Mininet hosts (stdlib only).
 
     mptcp_bulk.py sink ADDR PORT
-    mptcp_bulk.py send SRC SPORT DST DPORT --duration-s T --cc ALGO
+    mptcp_bulk.py send SRC SPORT DST DPORT --duration-s T --cc ALGO [--mss BYTES]
 
 The sink listens with an MPTCP socket (IPPROTO_MPTCP) on ADDR:PORT, prints
 {"ready": true} once listening, accepts one connection and counts what it
 reads; at the connection's end (or on SIGINT) it prints {"received": bytes,
 "seconds": from the first byte to the last}.  The sender binds SRC:SPORT, sets
 the congestion control ALGO on the connection (the kernel gives every subflow
-the same), connects and writes for T seconds, then half-closes and waits for
-the sink to close (all it wrote has arrived, as iperf3 ends), closes, and
-waits until every subflow has sent its last packet (its ACK of the sink's FIN:
-the subflow reaches TIME_WAIT), so that the data plane's last read, taken when
-this process has ended, counts every packet the subflows sent; it prints
-{"sent": bytes, "seconds": T and that wait}.  Which paths the subflows take is the kernel path manager's
+the same) and, with --mss, TCP_MAXSEG (every subflow takes it), connects and
+writes for T seconds, then half-closes and waits for the sink to close (all it
+wrote has arrived, as iperf3 ends), closes, and waits until every subflow has
+sent its last packet (its ACK of the sink's FIN: the subflow reaches
+TIME_WAIT), so that the data plane's last read, taken when this process has
+ended, counts every packet the subflows sent; it prints {"sent": bytes,
+"seconds": T and that wait}.  Which paths the subflows take is the kernel path manager's
 business, set up by the experiment (endpoints and limits).
 """
 
@@ -125,6 +126,8 @@ def wait_subflows_closed(ends: set[tuple[str, str]], timeout_s: float = CLOSE_WA
 def send(a: argparse.Namespace) -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
     s.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, a.cc.encode())
+    if a.mss:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, a.mss)
     s.bind((a.src, a.sport))
     s.connect((a.dst, a.dport))
     buf = b"\0" * CHUNK_BYTES
@@ -162,6 +165,7 @@ def main() -> None:
     ps.add_argument("dport", type=int)
     ps.add_argument("--duration-s", type=float, required=True)
     ps.add_argument("--cc", required=True)
+    ps.add_argument("--mss", type=int, help="TCP_MAXSEG of the connection, bytes")
     a = p.parse_args()
     if a.cmd == "send":
         send(a)

@@ -34,6 +34,8 @@ _DIAG_MSG = struct.Struct("=BBBB")  # family, state, timer, retrans
 _RTA = struct.Struct("=HH")
 
 _libc = ctypes.CDLL(None, use_errno=True)
+#: tcpi_options' bit for SACK (include/uapi/linux/tcp.h)
+TCPI_OPT_SACK = 2
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class TcpSample:
     rttvar_us: int
     min_rtt_us: int
     mss: int
+    """The sender's segment size, bytes (tcpi_snd_mss: payload, TCP options taken off)."""
+    sack: bool
+    """Both ends agreed on selective acknowledgements at the handshake (tcpi_options & TCPI_OPT_SACK)."""
     total_retrans: int
     bytes_acked: int
     delivery_rate_Bps: int
@@ -72,6 +77,7 @@ def parse_tcp_info(raw: bytes) -> dict[str, int]:
     return {
         "state": raw[0],
         "ca_state": raw[1],
+        "options": raw[5],
         "snd_mss": u32[2],
         "srtt_us": u32[15],
         "rttvar_us": u32[16],
@@ -187,6 +193,7 @@ class TcpInfoSampler:
             rttvar_us=info["rttvar_us"],
             min_rtt_us=info["min_rtt_us"],
             mss=info["snd_mss"],
+            sack=bool(info["options"] & TCPI_OPT_SACK),
             total_retrans=info["total_retrans"],
             bytes_acked=info["bytes_acked"],
             delivery_rate_Bps=info["delivery_rate"],

@@ -132,6 +132,8 @@ class IperfFlow(_Generator):
     algo: str = "cubic"
     bytes_total: int | None = None
     """Transfer this many bytes and stop (its completion time is recorded); None: send for duration_s."""
+    mss: int | None = None
+    """The sender's TCP_MAXSEG (iperf3 --set-mss); None: the path's."""
 
     def start_server(self, host: Any) -> None:
         args = ["iperf3", "-s", "-1", "-J", "-B", self.dst_ip, "-p", str(self.server_port)]
@@ -161,6 +163,7 @@ class IperfFlow(_Generator):
             "-C",
             self.algo,
             *(["-n", str(self.bytes_total)] if self.bytes_total else ["-t", f"{self.duration_s:g}"]),
+            *(["--set-mss", str(self.mss)] if self.mss else []),
             "-J",
             "--connect-timeout",
             "3000",
@@ -252,6 +255,8 @@ class MptcpFlow(_Generator):
     sender whose first subflow leaves from src_ip:client_port; the kernel adds the other subflows."""
 
     algo: str = "cubic"
+    mss: int | None = None
+    """The sender's TCP_MAXSEG on the MPTCP socket (every subflow takes it); None: the path's."""
 
     def start_server(self, host: Any) -> None:
         # on every address: the second subflow joins at the receiver's address on the other path
@@ -265,6 +270,7 @@ class MptcpFlow(_Generator):
         args = [
             sys.executable, str(MPTCP_TOOL), "send", self.src_ip, str(self.client_port), self.dst_ip,
             str(self.server_port), "--duration-s", f"{self.duration_s:g}", "--cc", self.algo,
+            *(["--mss", str(self.mss)] if self.mss else []),
         ]  # fmt: skip
         self.client = self._popen(host, args, "send")
 

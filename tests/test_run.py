@@ -186,6 +186,40 @@ def test_algorithm_tunables_reach_the_kernel(tmp_path: Path) -> None:
     assert not (tmp_path / "refused").exists()
 
 
+SEGMENTS = {
+    "name": "segments",
+    "duration_s": 3,
+    "sack": False,
+    "topology": {"kind": "dumbbell", "pairs": 3},
+    "bottleneck": {"rate_mbps": 20, "queue_pkts": 50},
+    "flows": [
+        {"algo": "reno", "src": "h1", "dst": "r1", "mss_bytes": 1000},
+        {"algo": "reno", "src": "h2", "dst": "r2"},
+        {"kind": "mptcp", "algo": "reno", "src": "h3", "dst": "r3", "mss_bytes": 1000},
+    ],
+}
+
+
+def test_mss_and_sack_reach_the_senders(tmp_path: Path) -> None:
+    """sack = false and a flow's mss_bytes, as the senders' tcp_info reports them: no flow agreed on SACK; a
+    TCP flow and both subflows of an MPTCP connection with mss_bytes = 1000 send 988-byte segments (1000 less
+    the 12 bytes of timestamps), the flow without it the path's 1448; the manifest records the setting. The
+    same network with SACK left on agrees on it."""
+    out = runner.run(spec.parse(SEGMENTS), runner.RunOptions(results_root=tmp_path / "off", plots=False))
+    assert out.summary["complete"], out.summary["reason"]
+    rows = [r for r in _csv(out.run_dir / "cwnd.csv") if int(r["mss"])]
+    mss = {f: {int(r["mss"]) for r in rows if r["flow"].split(".")[0] == f} for f in ("f1", "f2", "f3")}
+    assert mss == {"f1": {988}, "f2": {1448}, "f3": {988}}, mss
+    assert {r["flow"] for r in rows if r["flow"].startswith("f3.")} == {"f3.1", "f3.2"}, "not both subflows sampled"
+    assert {r["sack"] for r in rows} == {"0"}
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["hosts"]["tcp_sack"] == 0 and manifest["spec"]["flows"][0]["mss_bytes"] == 1000, manifest["hosts"]
+    on = runner.run(
+        spec.parse({**SEGMENTS, "sack": True}), runner.RunOptions(results_root=tmp_path / "on", plots=False)
+    )
+    assert {r["sack"] for r in _csv(on.run_dir / "cwnd.csv") if int(r["mss"])} == {"1"}
+
+
 def _csv(path: Path) -> list[dict[str, str]]:
     with path.open() as fh:
         return list(csv.DictReader(fh))

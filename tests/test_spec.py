@@ -38,6 +38,17 @@ def test_good_spec_parses_with_defaults() -> None:
     assert s.interval_s == 0.1
 
 
+def test_mss_and_sack_parse() -> None:
+    s = _parse(
+        GOOD.replace('name = "t"', 'name = "t"\nsack = false').replace('dst = "r1"', 'dst = "r1"\nmss_bytes = 1000')
+    )
+    assert (s.sack, s.flows[0].mss_bytes) == (False, 1000)
+    assert (_parse(GOOD).sack, _parse(GOOD).flows[0].mss_bytes) == (True, None)
+    udp = GOOD.replace('algo = "cubic"', 'kind = "udp_onoff"\nrate_mbps = 1\nmss_bytes = 1000')
+    with pytest.raises(spec.SpecError, match=r"flows\[0\]\.mss_bytes = 1000.*is for kind"):
+        _parse(udp)
+
+
 def test_count_expands_flows_with_ids() -> None:
     s = _parse(GOOD.replace('dst = "r1"', 'dst = "r1"\ncount = 3'))
     assert [f.id for f in s.flows] == ["f1", "f2", "f3"]
@@ -72,6 +83,9 @@ def test_demo_spec_is_valid() -> None:
         ),
         ('dst = "r1"', 'dst = "r1"\n[algorithms.logwestwood]\nalfa = 4', "algorithms.logwestwood.alfa", "4"),
         ('dst = "r1"', 'dst = "r1"\n[algorithms.cubic]\nbeta = 717', "algorithms.cubic", "beta"),
+        ('dst = "r1"', 'dst = "r1"\nmss_bytes = 40', "flows[0].mss_bytes", "40"),
+        ('dst = "r1"', 'dst = "r1"\nmss_bytes = 9000', "flows[0].mss_bytes", "9000"),
+        ('name = "t"', 'name = "t"\nsack = "off"', "sack", "off"),
     ],
 )
 def test_bad_field_is_named_with_its_value(old: str, new: str, field: str, value: str) -> None:

@@ -259,6 +259,7 @@ class Experiment:
                 # ephemeral ports (iperf3's control connections) above every flow's fixed client port, so that
                 # none can take one first (seen: "unable to connect stream: Address already in use")
                 ("net.ipv4.ip_local_port_range", f"{EPHEMERAL_PORTS[0]} {EPHEMERAL_PORTS[1]}"),
+                ("net.ipv4.tcp_sack", "1" if self.spec.sack else "0"),
             ):
                 mod._run(h, ["sysctl", "-q", "-w", f"{name}={value}"])
         self.notes_host = {
@@ -266,6 +267,7 @@ class Experiment:
             "tcp_no_metrics_save": 1,
             "mtu": MTU,
             "ip_local_port_range": list(EPHEMERAL_PORTS),
+            "tcp_sack": int(self.spec.sack),
         }
         return net
 
@@ -326,9 +328,12 @@ class Experiment:
             fl: Traffic
             if f.is_mptcp:
                 self._mptcp_hosts(net, i, f)
-                fl = MptcpFlow(f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo)
+                fl = MptcpFlow(f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, mss=f.mss_bytes)
             elif f.is_tcp:
-                fl = IperfFlow(f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, bytes_total=f.bytes)
+                fl = IperfFlow(
+                    f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, bytes_total=f.bytes,
+                    mss=f.mss_bytes,
+                )  # fmt: skip
             else:
                 fl = UdpOnOffFlow(
                     f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir,

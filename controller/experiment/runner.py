@@ -234,6 +234,7 @@ def _write(
             "rttvar_us",
             "min_rtt_us",
             "mss",
+            "sack",
             "total_retrans",
             "bytes_acked",
             "delivery_rate_bps",

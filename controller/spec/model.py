@@ -56,6 +56,8 @@ MAX_HOPS = 16
 MAX_NODES = 256
 MAX_RATE_MBPS = 100_000.0
 MAX_DELAY_MS = 10_000.0
+#: a flow's mss_bytes: Linux's smallest TCP_MAXSEG, and the largest segment the links' 1500-byte MTU carries
+MIN_MSS, MAX_MSS = 88, 1460
 #: keys of a link's emulation (the data-plane contract's knobs)
 LINK_KEYS = (
     "rate_mbps",
@@ -132,6 +134,9 @@ class Flow:
     """Traffic kind; one of FLOW_KINDS."""
     bytes: int | None = None
     """tcp: a finite transfer of this many bytes (its completion time is recorded); None: send for duration_s."""
+    mss_bytes: int | None = None
+    """tcp, mptcp: the sender's largest segment, bytes (TCP_MAXSEG, before TCP options: with timestamps a segment
+    carries 12 bytes less payload); None: the path's, 1448 bytes of payload at the links' 1500-byte MTU."""
     rate_mbps: float = 0.0
     """udp_onoff: sending rate while on, Mbit/s of UDP payload + headers on the wire."""
     on_s: float = 0.0
@@ -185,6 +190,9 @@ class Spec:
     """The graph's switches: Linux bridges, or Open vSwitch bridges programmed by cclab's os-ken app."""
     controller_app: Path | None = None
     """A user's os-ken app run beside cclab's (switches = "ovs" only)."""
+    sack: bool = True
+    """TCP selective acknowledgements on every host (net.ipv4.tcp_sack in its namespace); the TCPW-ABSE paper's
+    testbed ran with SACK off on both ends."""
     algo_params: dict[str, dict[str, int]] = field(default_factory=dict)
     """Tunables of cclab's algorithms, [algorithms.<algo>] (hosts/cc/algos.toml); unset ones keep their defaults."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)

@@ -103,7 +103,7 @@ def _choice(table: dict[str, Any], key: str, where: str, fld: Field) -> str:
 def _bool(table: dict[str, Any], key: str, where: str, default: bool) -> bool:
     value = table.get(key, default)
     if not isinstance(value, bool):
-        raise _fail(f"{where}.{key}", value, "must be true or false")
+        raise _fail(f"{where}.{key}" if where else key, value, "must be true or false")
     return value
 
 
@@ -337,6 +337,7 @@ FLOW_KEYS = (
     "count",
     "kind",
     "bytes",
+    "mss_bytes",
     "rate_mbps",
     "on_s",
     "off_s",
@@ -416,6 +417,7 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
             if algo not in known:
                 raise _fail(f"{where}.algo", algo, f"unknown algorithm; known: {', '.join(known)}")
             _check_kind(f, kind, where)
+            extra["mss_bytes"] = whole(f, "mss_bytes", where, F["flows.mss_bytes"])
             if kind == "tcp":
                 extra["bytes"] = whole(f, "bytes", where, F["flows.bytes"])
             else:
@@ -481,6 +483,7 @@ TOP_KEYS = (
     "seed",
     "interval_s",
     "delay_element",
+    "sack",
     "switches",
     "controller_app",
     "topology",
@@ -525,6 +528,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     interval = _num(raw, "interval_s", "", F["interval_s"])
     assert seed is not None and interval is not None
     delay_element = _choice(raw, "delay_element", "", F["delay_element"])
+    sack = _bool(raw, "sack", "", F["sack"].default)
     switches = _choice(raw, "switches", "", F["switches"])
     app = _controller_app(raw, switches, path)
     topo, first, fallback = _topology(raw, duration)
@@ -547,6 +551,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         flows=flows,
         delay_fallback=fallback,
         delay_element=delay_element,
+        sack=sack,
         switches=switches,
         controller_app=app,
         algo_params=algo_params,

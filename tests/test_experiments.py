@@ -62,3 +62,24 @@ def test_paper_file_matches_its_sweep(path: Path) -> None:
         assert row["paper"] and row["paper_ref"], f"{path} row {i}: no paper number or reference"
         fields = set(row) - {"metric", "algo", "paper", "paper_ref"}
         assert fields <= swept, f"{path}: columns {sorted(fields - swept)} are not swept by {spec_path.name}"
+
+
+#: the campaigns' floor for the papers whose ns-2 runs lasted 500-2000 s (issue "campaigns")
+CAMPAIGN_DIRS = ("logwestwood-plus/", "btbe/")
+CAMPAIGN_SPECS = [p for p in REPRODUCTIONS if p.relative_to(EXPERIMENTS).as_posix().startswith(CAMPAIGN_DIRS)]
+CAMPAIGN_MIN_DURATION_S = 300
+CAMPAIGN_MIN_REPETITIONS = 5
+
+
+@pytest.mark.parametrize("path", CAMPAIGN_SPECS, ids=[str(p.relative_to(EXPERIMENTS)) for p in CAMPAIGN_SPECS])
+def test_campaign_spec_runs_long_enough_and_often_enough_for_its_claims(path: Path) -> None:
+    """Every point runs >= 300 s, and the sweep repeats it >= 5 times and at least as often as the largest n of
+    its claims file asks, so no claim is left inconclusive for want of runs the spec never makes."""
+    sw = sweep.load(path)
+    short = sorted({p.raw["duration_s"] for p in sw.points if p.raw["duration_s"] < CAMPAIGN_MIN_DURATION_S})
+    assert not short, f"{path}: duration_s {short} < {CAMPAIGN_MIN_DURATION_S}"
+    assert sw.repetitions >= CAMPAIGN_MIN_REPETITIONS, f"{path}: {sw.repetitions} repetitions"
+    claims_file = path.with_name(path.stem + claims.CLAIMS_SUFFIX)
+    if claims_file.exists():
+        most = max(c.n for c in claims.parse(claims_file))
+        assert sw.repetitions >= most, f"{path}: {sw.repetitions} repetitions, {claims_file.name} asks n = {most}"

@@ -4,9 +4,10 @@ For N = 1, 2, 3, the same runs of a spec go through the sweep's isolated
 executor N at a time (at N = 1 too, so only N differs), and the bench prints
 runs per hour (runs / wall time) and the fidelity pass rate (summary.json's
 fidelity check, the judge of whether a run measured what its spec asked).
-Two specs: the demo (four flows at 100 Mbit/s, 10 ms) and the heaviest of
-the campaigns, BTBE paper, Fig. 5's path at the paper's own scale: one btbe
-flow at 200 Mbit/s, 80 ms each way through cclab-delay, a 400-packet queue.
+Two specs: the demo (four flows at 100 Mbit/s, 10 ms) and the BTBE paper's
+path at its own scale (Figs. 5 and 6, Table I): one btbe flow at 200 Mbit/s,
+80 ms each way through cclab-delay, a 400-packet queue. Fig. 4 goes on to
+500 Mbit/s, where fewer runs may fit side by side.
 
 The machine must be quiet while it measures: other work takes CPU from the
 runs and fails fidelity checks that would pass, so a busy machine's figures
@@ -26,7 +27,7 @@ from typing import Any
 from controller import spec, system
 from controller.experiment import executors, sweep
 
-#: the campaigns' heaviest run (BTBE paper, Fig. 5, at the paper's rate and buffer)
+#: the BTBE paper's path at its own rate and buffer (Figs. 5 and 6, Table I)
 BTBE_HEAVY: dict[str, Any] = {
     "name": "bench_sweep_btbe",
     "dataplane": "kernel",

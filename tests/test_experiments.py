@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from controller import spec
-from controller.results import report
+from controller.results import claims, report
 from controller.spec import sweep
 from tests.conftest import REPO, experiment_specs
 

@@ -371,6 +371,42 @@ def test_a_run_that_failed_its_fidelity_check_is_left_out_counted_and_named(tmp_
     assert f"- {run_dir}: failed its fidelity check (bottleneck_rate)" in md and "**inconclusive**" in md
 
 
+def test_verdicts_only_from_claims_committed_before_the_runs(tmp_path: Path) -> None:
+    """The claims file's last commit must precede every pooled run's commit: changed after the runs, or not
+    committed, it judges nothing (verdicts.md says why); committed first, it judges."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        argv = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    claims = repo / "rep.claims.toml"
+    claims.write_text(CLAIMS)
+    git("add", "rep.claims.toml")
+    git("commit", "-q", "-m", "claims first")
+    first = git("rev-parse", "--short", "HEAD")
+    d, _ = _sweep_dir(tmp_path)
+    for key in ("p000-r0", "p000-r1", "p000-r2", "p001-r0", "p001-r1"):
+        _spoil(d, key, git_revision=first)
+    m = json.loads((d / "sweep.json").read_text())
+    rundir.write_json(d / "sweep.json", {**m, "spec_path": str(repo / "rep.toml")})
+    report.write([d])
+    md = (d / "report" / "verdicts.md").read_text()
+    assert (d / "report" / "verdicts.csv").exists() and "before every pooled run's commit" in md, md
+
+    claims.write_text(CLAIMS.replace("margin = 0.0", "margin = 0.5"))
+    report.write([d])
+    md = (d / "report" / "verdicts.md").read_text()
+    assert not (d / "report" / "verdicts.csv").exists()
+    assert md.startswith("No verdicts: rep.claims.toml has changes not committed"), md
+    git("commit", "-q", "-am", "claims changed after the runs")
+    report.write([d])
+    md = (d / "report" / "verdicts.md").read_text()
+    assert "which 5 of the 5 pooled runs do not descend from" in md and not (d / "report" / "verdicts.csv").exists()
+
+
 def test_two_sweep_directories_pool_and_a_repeated_seed_counts_once(tmp_path: Path) -> None:
     d1, _ = _sweep_dir(tmp_path / "a")
     d2, _ = _sweep_dir(tmp_path / "b")  # the same spec and seeds: the same loss draws, not new repetitions

@@ -455,7 +455,14 @@ def write(
     if claims_file is not None and everything:
         log.warning("no verdicts: every complete run was taken (--all-runs), not a pool")
     elif claims_file is not None:
-        written += verdicts.write(claims_mod.parse(claims_file), stat_rows + ratio_rows, run_rows, pool, out)
+        before, order = verdicts.written_before(claims_file, pool)
+        if before:
+            written += verdicts.write(claims_mod.parse(claims_file), stat_rows + ratio_rows, run_rows, pool, out, order)
+        else:
+            log.warning("no verdicts: %s", order)
+            (out / "verdicts.csv").unlink(missing_ok=True)
+            written.append(out / "verdicts.md")
+            written[-1].write_text(f"No verdicts: {order}.\n")
 
     scalar = [g["path"] for g in manifest["grid"] if all(_scalar(v) for v in g["values"])]
     xs = list(scalar)

@@ -9,6 +9,7 @@ claims.judge's, and inconclusive whenever fewer pooled runs than the claim's n g
 from __future__ import annotations
 
 import math
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,15 +121,47 @@ COLUMNS = [
 ]  # fmt: skip
 
 
+def written_before(claims_file: Path, pool: pool_mod.Pool) -> tuple[bool, str]:
+    """Whether the claims file, as the report reads it, was committed before every pooled run was made (its
+    last commit is an ancestor of each run's commit), and the one line that says so or why not. A claims
+    file outside any git work tree (a user's scratch sweep) has no order to check: True, said so."""
+    git = ["git", "-C", str(claims_file.resolve().parent)]
+
+    def ask(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*git, *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        if ask("rev-parse", "--is-inside-work-tree").stdout.strip() != "true":
+            return True, f"{claims_file.name} is not under git: that it preceded the runs is not checked"
+        if ask("status", "--porcelain", "--", claims_file.name).stdout.strip():
+            return False, f"{claims_file.name} has changes not committed: a claim is committed before the runs"
+        last = ask("log", "-1", "--format=%H", "--", claims_file.name).stdout.strip()
+        if not last:
+            return False, f"{claims_file.name} was never committed: a claim is committed before the runs"
+        late = [r for r in pool.runs if ask("merge-base", "--is-ancestor", last, r.commit).returncode != 0]
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"cannot ask git whether {claims_file.name} preceded the runs: {exc}"
+    if late:
+        first = late[0]
+        return False, (
+            f"{claims_file.name} was last changed in {last[:12]}, which {len(late)} of the {len(pool.runs)} pooled "
+            f"runs do not descend from (e.g. {first.run_dir.name}, made at {first.commit}): its claims were not "
+            "written before them"
+        )
+    return True, f"{claims_file.name} was last changed in {last[:12]}, before every pooled run's commit"
+
+
 def write(
     claims: list[cl.Claim],
     rows: list[dict[str, Any]],
     run_rows: list[dict[str, Any]],
     pool: pool_mod.Pool,
     out: Path,
+    order: str = "",
 ) -> list[Path]:
-    """verdicts.csv and verdicts.md: one row per claim with its verdict, n, run length and fidelity passes (the
-    runs of its grid points that passed the fidelity check, of those from a clean tree with the pool's hash)."""
+    """verdicts.csv and verdicts.md (headed by `order`, what written_before said): one row per claim with its
+    verdict, n, run length and fidelity passes (the runs of its grid points that passed the fidelity check, of
+    those from a clean tree with the pool's hash)."""
     values = {pt["index"]: {k: _cell(v) for k, v in pt["values"].items()} for pt in pool.manifest["points"]}
     out_rows = []
     for c in claims:
@@ -174,5 +207,5 @@ def write(
         lines.append("| " + " | ".join(cells) + " |")
     left = [f"- {run.run_dir}: {why}" for run, why in pool.left_out]
     head = f"Pooled runs: {len(pool.runs)}, source hash {pool.source_hash[:12]}; left out: {len(pool.left_out)}"
-    md_path.write_text("\n".join([head, "", *lines, "", *left]) + "\n")
+    md_path.write_text("\n".join([head, *([order] if order else []), "", *lines, "", *left]) + "\n")
     return [csv_path, md_path]

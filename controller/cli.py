@@ -26,6 +26,7 @@ from controller.experiment import campaign, executors, preflight, runner, sweep
 from controller.measure.live import final_table, render
 from controller.measure.monitor import LiveState
 from controller.network import units
+from controller.results import rundir
 from controller.results.claims import ClaimsError
 from controller.spec import sweep as sweep_spec
 from controller.vm.share import require_inside
@@ -68,7 +69,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         extra = [f for f, on in flags if on]
         if args.results:
             extra += ["--results", str(Path(args.results).resolve())]
-        return vm.run_spec_in_vm(Path(args.spec), extra)
+        # the guest has no git: the shared tree's commit and source hash go into its manifest from here
+        return vm.run_spec_in_vm(Path(args.spec), extra, env=rundir.tree_env())
     title = f"{s.name}: {s.topology.describe()}, {s.bottleneck.rate_mbps:g} Mbit/s, {s.dataplane}"
     live: Live | None = None
 

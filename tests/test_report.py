@@ -371,6 +371,15 @@ def test_a_run_that_failed_its_fidelity_check_is_left_out_counted_and_named(tmp_
     assert f"- {run_dir}: failed its fidelity check (bottleneck_rate)" in md and "**inconclusive**" in md
 
 
+def test_a_run_in_the_lab_vm_takes_the_hosts_commit_and_source_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guest has no git; `cclab run --vm` hands it the shared tree's, which the manifest then records."""
+    env = rundir.tree_env()
+    assert env == {rundir.TREE_ENV[0]: rundir.git_revision(), rundir.TREE_ENV[1]: rundir.source_hash()}
+    monkeypatch.setenv(rundir.TREE_ENV[0], "f00ba12")
+    monkeypatch.setenv(rundir.TREE_ENV[1], "9" * 64)
+    assert (rundir.git_revision(), rundir.source_hash()) == ("f00ba12", "9" * 64)
+
+
 def test_verdicts_only_from_claims_committed_before_the_runs(tmp_path: Path) -> None:
     """The claims file's last commit must precede every pooled run's commit: changed after the runs, or not
     committed, it judges nothing (verdicts.md says why); committed first, it judges."""

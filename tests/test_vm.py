@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from controller import vm
+from controller.results import rundir
 from controller.spec import CCLAB_ALGOS, algos
 from tests.conftest import CCLAB, REPO, lab_vm_missing
 
@@ -233,6 +234,10 @@ def test_cclab_run_vm_demo_lands_complete_on_host_with_delay() -> None:
     rtt = summ["fidelity"]["checks"]["base_rtt_ms"]["value"]
     assert want - RTT_TOL_MS <= rtt <= want + TCG_RTT_EXTRA_MS, f"base RTT {rtt} ms, spec {want:g}"
     assert "fidelity" in proc.stdout, f"the run's report did not reach the host's terminal:\n{proc.stdout[-1000:]}"
+    # the guest has no git: the manifest has the shared tree's commit and source hash from the host, so a report
+    # can pool the run
+    m = json.loads((new[0] / "manifest.json").read_text())
+    assert (m["git_revision"], m["source_hash"]) == (rundir.git_revision(), rundir.source_hash())
 
 
 def test_exit_status_and_output_come_back() -> None:

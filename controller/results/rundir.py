@@ -66,7 +66,19 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+#: where a run started by the host in the lab VM (which has no git, and shares the host's tree) finds the
+#: tree's `git describe` and source hash, as the host read them when it started the VM
+TREE_ENV = ("CCLAB_GIT_REVISION", "CCLAB_SOURCE_HASH")
+
+
+def tree_env() -> dict[str, str]:
+    """The environment that gives a run in the lab VM this tree's commit and source hash (TREE_ENV)."""
+    return {TREE_ENV[0]: git_revision(), TREE_ENV[1]: source_hash()}
+
+
 def git_revision() -> str:
+    if given := os.environ.get(TREE_ENV[0]):
+        return given
     try:
         rev = subprocess.run(
             ["git", "-C", str(system.REPO), "describe", "--always", "--dirty"],
@@ -83,6 +95,8 @@ def source_hash(repo: Path = system.REPO) -> str:
     """sha256 over the files git tracks under SOURCE_DIRS, as they are in the working tree when the run starts:
     each file's path, a NUL, its content's sha256 (or "deleted"), a NUL, in path order.  "unknown" without git;
     a run with it is pooled with no other."""
+    if given := os.environ.get(TREE_ENV[1]):
+        return given
     try:
         listed = subprocess.run(
             ["git", "-C", str(repo), "ls-files", "-z", "--", *SOURCE_DIRS],

@@ -150,8 +150,10 @@ def run_spec_in_vm(
     *,
     echo: Callable[[bytes], None] | None = write_stdout,
     timeout_s: float | None = None,
+    env: dict[str, str] | None = None,
 ) -> int:
-    """`cclab run SPEC --no-live EXTRA...` in the lab VM; return its exit status.
+    """`cclab run SPEC --no-live EXTRA...` in the lab VM, with `env` added to its environment; return its exit
+    status.
 
     The spec must be inside the work tree (it is shared, not copied), and so
     must a --results directory; the run directory appears in the host's
@@ -169,7 +171,8 @@ def run_spec_in_vm(
         timeout_s = _spec_duration_s(spec_abs) + RUN_MARGIN_S
     argv = ["python3", "-m", "controller.cli", "run", str(spec_abs), "--no-live", *extra_args]
     here = Path.cwd().resolve()
-    res = run_in_vm(argv, timeout_s=timeout_s, echo=echo, cwd=here if here.is_relative_to(repo) else repo)
+    cwd = here if here.is_relative_to(repo) else repo
+    res = run_in_vm(argv, timeout_s=timeout_s, echo=echo, cwd=cwd, env=env)
     log.info("lab VM (%s, kernel %s): exit %d after %.1f s", res.accel, res.kernel, res.returncode, res.elapsed_s)
     return res.returncode
 

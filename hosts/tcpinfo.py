@@ -36,6 +36,8 @@ _RTA = struct.Struct("=HH")
 _libc = ctypes.CDLL(None, use_errno=True)
 #: tcpi_options' bit for SACK (include/uapi/linux/tcp.h)
 TCPI_OPT_SACK = 2
+#: TCP_SYN_SENT, TCP_SYN_RECV (include/net/tcp_states.h): a socket's options are not agreed yet
+HANDSHAKE_STATES = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ class TcpSample:
     min_rtt_us: int
     mss: int
     """The sender's segment size, bytes (tcpi_snd_mss: payload, TCP options taken off)."""
-    sack: bool
-    """Both ends agreed on selective acknowledgements at the handshake (tcpi_options & TCPI_OPT_SACK)."""
+    sack: bool | None
+    """Both ends agreed on selective acknowledgements at the handshake (tcpi_options & TCPI_OPT_SACK); None while
+    the handshake is under way (SYN_SENT, SYN_RECV: nothing agreed yet)."""
     total_retrans: int
     bytes_acked: int
     delivery_rate_Bps: int
@@ -193,7 +196,7 @@ class TcpInfoSampler:
             rttvar_us=info["rttvar_us"],
             min_rtt_us=info["min_rtt_us"],
             mss=info["snd_mss"],
-            sack=bool(info["options"] & TCPI_OPT_SACK),
+            sack=None if state in HANDSHAKE_STATES else bool(info["options"] & TCPI_OPT_SACK),
             total_retrans=info["total_retrans"],
             bytes_acked=info["bytes_acked"],
             delivery_rate_Bps=info["delivery_rate"],

@@ -211,13 +211,13 @@ def test_mss_and_sack_reach_the_senders(tmp_path: Path) -> None:
     mss = {f: {int(r["mss"]) for r in rows if r["flow"].split(".")[0] == f} for f in ("f1", "f2", "f3")}
     assert mss == {"f1": {988}, "f2": {1448}, "f3": {988}}, mss
     assert {r["flow"] for r in rows if r["flow"].startswith("f3.")} == {"f3.1", "f3.2"}, "not both subflows sampled"
-    assert {r["sack"] for r in rows} == {"0"}
+    assert {r["sack"] for r in rows} - {""} == {"0"}  # empty: sampled before its handshake ended
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
     assert manifest["hosts"]["tcp_sack"] == 0 and manifest["spec"]["flows"][0]["mss_bytes"] == 1000, manifest["hosts"]
     on = runner.run(
         spec.parse({**SEGMENTS, "sack": True}), runner.RunOptions(results_root=tmp_path / "on", plots=False)
     )
-    assert {r["sack"] for r in _csv(on.run_dir / "cwnd.csv") if int(r["mss"])} == {"1"}
+    assert {r["sack"] for r in _csv(on.run_dir / "cwnd.csv") if int(r["mss"])} - {""} == {"1"}
 
 
 def _csv(path: Path) -> list[dict[str, str]]:

@@ -388,7 +388,7 @@ class Monitor:
                         "rttvar_us": s.rttvar_us,
                         "min_rtt_us": s.min_rtt_us,
                         "mss": s.mss,
-                        "sack": int(s.sack),
+                        "sack": "" if s.sack is None else int(s.sack),
                         "total_retrans": s.total_retrans,
                         "bytes_acked": s.bytes_acked,
                         "delivery_rate_bps": s.delivery_rate_Bps * 8,

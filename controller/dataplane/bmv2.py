@@ -173,6 +173,8 @@ class Bmv2Bottleneck:
     def _set_loss(self, p: LinkParams) -> None:
         if p.ge is not None:
             raise Bmv2Error("Gilbert-Elliott loss is not in the BMv2 program yet; use i.i.d. `per` on bmv2")
+        if p.red is not None:
+            raise Bmv2Error("a RED queue is not in the BMv2 program yet; use the kernel target")
         c = self.client
         entry = c.table_entry("link_loss", "set_loss", {"threshold": loss_threshold(p.per)}, default=True)
         c.write([c.update("modify", entry)])

@@ -9,8 +9,9 @@ import pytest
 
 from controller import spec
 from controller.dataplane import LinkParams
-from controller.dataplane.bmv2 import Bmv2Bottleneck, Bmv2Error
-from controller.dataplane.kernel import PROB_ONE, red_config
+from controller.dataplane.bmv2 import red_idle_inv
+from controller.dataplane.red import RED_OFF, red_config
+from controller.dataplane.tofino import TofinoBottleneck, TofinoError
 from controller.experiment.build import link_params
 from controller.network import Red
 from controller.spec import tomllib
@@ -84,24 +85,38 @@ def test_red_needs_a_rate_limited_link() -> None:
         _parse(text)
 
 
-@pytest.mark.parametrize("dataplane", ["bmv2", "tofino"])
-def test_targets_without_red_refuse_it_before_anything_is_built(dataplane: str) -> None:
+def test_tofino_refuses_red_before_anything_is_built() -> None:
+    """The TNA program has no RED: the spec refuses it on tofino; bmv2 and the kernel target take it."""
     with pytest.raises(spec.SpecError) as exc:
-        _parse(SPEC.replace('name = "t"', f'name = "t"\ndataplane = "{dataplane}"'))
+        _parse(SPEC.replace('name = "t"', 'name = "t"\ndataplane = "tofino"'))
     msg = str(exc.value)
-    assert f"red = '{{...}}': a RED queue runs on dataplane = \"kernel\" only (not {dataplane!r})" in msg, msg
+    assert "link l1 (s1-s2).red = '{...}': not in the TNA program yet" in msg and "\n" not in msg, msg
+    for dataplane in ("kernel", "bmv2"):
+        assert _parse(SPEC.replace('name = "t"', f'name = "t"\ndataplane = "{dataplane}"')).bottleneck.red
 
 
-def test_bmv2_refuses_red_at_set_up_too() -> None:
-    """A LinkParams with RED that reaches the BMv2 target (not through a spec) is refused before any write."""
-    dp = Bmv2Bottleneck("t", switch=None, bottleneck_port=1, egress_dev="a", ingress_dev="b", routes=())
-    with pytest.raises(Bmv2Error, match="a RED queue is not in the BMv2 program yet"):
+def test_tofino_refuses_red_at_set_up_too() -> None:
+    """A LinkParams with RED that reaches the Tofino target (not through a spec) is refused before any write."""
+    dp = TofinoBottleneck("t", bottleneck_port=1, routes=())
+    with pytest.raises(TofinoError, match="a RED queue is not in the TNA program yet"):
         dp._set_loss(LinkParams(rate_bps=10_000_000, queue_pkts=100, red=Red(min_pkts=2, max_pkts=8)))
+
+
+def test_bmv2_idle_inverse_is_the_halving_time_in_us() -> None:
+    """The P4 program's halvings, idle_us * idle_inv >> 22 (<< 10), match idle_ns / half_ns within 0.1 % (or
+    1/1024 of a halving)."""
+    cfg = red_config(Red(min_pkts=20, max_pkts=80, wlog=9), 10_000_000, 1514)
+    inv = red_idle_inv(cfg)
+    for idle_us in (1_000, 430_000, 5_000_000):
+        got = (idle_us * inv) >> 22
+        want = idle_us * 1000 / cfg.half_ns * 1024
+        assert math.isclose(got, want, rel_tol=1e-3, abs_tol=1), (idle_us, got, want)
+    assert red_idle_inv(red_config(Red(min_pkts=1, max_pkts=2, wlog=0), 10_000_000, 1514)) == 1 << 32
 
 
 def test_kernel_red_config_is_integer_and_fits_the_programs_arithmetic() -> None:
     """The program computes ((avg_s - min_s) >> norm) * max_p_thr / ((max_s - min_s) >> norm) in 64 bits."""
-    assert red_config(None, 10_000_000, 1500) == (0,) * 8
+    assert red_config(None, 10_000_000, 1514) == RED_OFF == (0,) * 8
     cases = [
         (Red(min_pkts=20, max_pkts=80, max_p=0.2, wlog=6), 10_000_000),
         (Red(min_pkts=0, max_pkts=1_000_000, max_p=1.0, wlog=20), 1_000),
@@ -109,7 +124,7 @@ def test_kernel_red_config_is_integer_and_fits_the_programs_arithmetic() -> None
         (Red(min_pkts=2, max_pkts=3, max_p=1e-9, wlog=0), 10_000_000),
     ]
     for red, rate in cases:
-        cfg = red_config(red, rate, 1500)
+        cfg = red_config(red, rate, 1514)
         assert all(isinstance(v, int) for v in cfg), cfg
         on, in_bytes, k, norm, min_s, max_s, thr, half_ns = cfg
         lo, hi = red.thresholds
@@ -117,9 +132,9 @@ def test_kernel_red_config_is_integer_and_fits_the_programs_arithmetic() -> None
         assert (min_s, max_s) == (lo << k, hi << k)
         span = (max_s - min_s) >> norm
         assert 1 << 30 <= span < 1 << 31 if norm else 0 < span < 1 << 31, (red, norm)
-        assert thr == round(red.max_p * PROB_ONE) and span * thr < 1 << 64
+        assert thr == round(red.max_p * (1 << 32)) and span * thr < 1 << 64
         assert max_s <= 1_000_000_000 << 20 and half_ns >= 1  # the average << wlog fits; no division by zero
     # half_ns: m = idle / (frame time) frames leave (1 - 2^-k)^m of the average, i.e. half after half_ns
     frame_ns = 1514 * 8 * 1e9 / 10_000_000
-    half_ns = red_config(Red(min_pkts=1, max_pkts=2, wlog=9), 10_000_000, 1500)[7]
+    half_ns = red_config(Red(min_pkts=1, max_pkts=2, wlog=9), 10_000_000, 1514).half_ns
     assert math.isclose((1 - 2**-9) ** (half_ns / frame_ns), 0.5, rel_tol=1e-6)

@@ -14,7 +14,7 @@ Layout on the bottleneck link A -> B (A, B a veth pair):
 RED, when the link has it, is bn_enqueue's, not tc's red qdisc (a kernel
 built without CONFIG_NET_SCH_RED, as this host's, has none); the pfifo/bfifo
 limit stays behind it.  The program reads the queue's length from the
-link's counters; red_config gives it integer thresholds.
+link's counters; controller/dataplane/red.py gives it integers.
 
 Delay is not this target's (delays_itself is False): the link's delay
 element on the devices after it has it (controller/dataplane/delay.py).
@@ -25,7 +25,6 @@ Nothing here is a shell string; every tc call is an argument list.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import struct
@@ -36,7 +35,7 @@ from typing import Any, ClassVar
 
 from controller import bpf, system
 from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, LinkParams, Snapshot, remove_pins
-from controller.network import Red
+from controller.dataplane.red import red_config
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +45,6 @@ _CTR = struct.Struct("=8Q")
 _CONFIG = struct.Struct("=5QIIQ4I4Q")
 #: struct bn_red_state: lock, pad, avg_s, last_fwd_ns
 _RED_STATE = struct.Struct("=IIQQ")
-#: the fields of struct bn_red_config, in order (the manifest records them by name)
-RED_CONFIG_FIELDS = ("on", "bytes", "wlog", "norm", "min_s", "max_s", "max_p_thr", "half_ns")
 _RNG = struct.Struct("=QQ")
 #: the key of a one-entry array map (bn_config, bn_link_ctr, bn_rng, bn_owned)
 _ONLY = b"\0" * 4
@@ -61,25 +58,6 @@ DRAIN_POLL_S = 0.02
 def prob_threshold(p: float) -> int:
     """p in [0, 1] as the threshold the BPF program compares a 32-bit draw against."""
     return min(PROB_ONE, int(round(p * PROB_ONE)))
-
-
-def red_config(red: Red | None, rate_bps: int, mtu: int) -> tuple[int, ...]:
-    """struct bn_red_config for `red` on a link of rate_bps: (on, bytes, wlog, norm, min_s, max_s, max_p_thr,
-    half_ns), all integers; zeros when red is None.
-
-    min_s and max_s are the thresholds << wlog, as the program keeps the average; norm shifts (max - min) << wlog
-    below 2^31 so that its product with max_p_thr (<= 2^32) fits 64 bits.  half_ns is the idle time that halves
-    the average: an idle time of m full-size frame times s leaves (1 - 2^-wlog)^m of it (wlog = 0: any idle
-    empties it).
-    """
-    if red is None:
-        return (0,) * 8
-    lo, hi = red.thresholds
-    k = red.wlog
-    norm = max(0, (((hi - lo) << k).bit_length() - 31))
-    frame_ns = (mtu + ETH_HLEN) * 8 * 1e9 / rate_bps
-    half_ns = 1 if k == 0 else max(1, round(frame_ns / -math.log2(1 - 2.0**-k)))
-    return (1, int(red.in_bytes), k, norm, lo << k, hi << k, prob_threshold(red.max_p), half_ns)
 
 
 def burst_time_s() -> float:
@@ -221,7 +199,7 @@ class KernelBottleneck:
             1 if p.ge is not None else 0,
             system.ifindex(self.egress_dev),
             system.netns_inode(),
-            *red_config(p.red, p.rate_bps, p.mtu),
+            *red_config(p.red, p.rate_bps, p.mtu + ETH_HLEN),
         )
         old = self._params
         if old is None or old.red != p.red:  # a new RED starts from an empty average
@@ -241,7 +219,7 @@ class KernelBottleneck:
             "queue": self._queue_args(p) if p else None,
             "loss_threshold": prob_threshold(p.per) if p and p.ge is None else None,
             "gilbert_elliott": list(p.ge) if p and p.ge is not None else None,
-            "red": dict(zip(RED_CONFIG_FIELDS, red_config(p.red, p.rate_bps, p.mtu))) if p and p.red else None,
+            "red": red_config(p.red, p.rate_bps, p.mtu + ETH_HLEN)._asdict() if p and p.red else None,
             "pins": str(self._pin),
         }
 

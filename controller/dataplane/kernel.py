@@ -238,6 +238,16 @@ class KernelBottleneck:
             snap.link = FlowCounters(*_CTR.unpack(link))
         return snap
 
+    def red_state(self) -> tuple[float, int] | None:
+        """RED's average queue now (packets or bytes, its thresholds' unit) and when the link last delivered a
+        packet (CLOCK_MONOTONIC ns, bpf_ktime_get_ns); None without RED."""
+        p = self._params
+        raw = self._maps["bn_red"].lookup(_ONLY) if p is not None and p.red is not None else None
+        if p is None or p.red is None or raw is None:
+            return None
+        _lock, _pad, avg_s, last_fwd_ns = _RED_STATE.unpack(raw)
+        return avg_s / (1 << p.red.wlog), last_fwd_ns
+
     def wait_drained(self, timeout_s: float = 3.0) -> bool:
         """Poll until a read finds the queue empty; False after the timeout.  The counters are exact and
         timely (offered at A's egress hook, queue drops as the qdisc frees them, forwarded at B), so the

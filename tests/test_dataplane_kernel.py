@@ -189,9 +189,10 @@ def test_runtime_rate_change(bed: Bed, shaped: Callable[[LinkParams], None]) -> 
 
 def test_red_average_decays_over_the_idle_time(bed: Bed, shaped: Callable[[LinkParams], None]) -> None:
     """RED's idle rule: the first arrival after the queue was idle for m full-size frame times finds the average
-    at (1 - w_q)^m of what it was, 2^-(idle / half_ns); the program takes a fraction of a halving on the chord
-    1 - f/2, at most 6 % above. 10 Mbit/s, w_q = 2^-9 (a halving per 0.43 s of idle), a 100-packet queue
-    filled by UDP at 1.2 times the rate, then 0.6 s of idle, then one datagram."""
+    at (1 - w_q)^m of what it was, 2^-(idle / half_ns), within 3 % (the program's quadratic for a fraction of a
+    halving is within 1.1 %; a stray frame in the idle time splits it in two decays). 10 Mbit/s, w_q = 2^-9 (a
+    halving per 0.43 s of idle), a 100-packet queue filled by UDP at 1.2 times the rate, then 0.6 s of idle,
+    then one datagram."""
     rate, red = 10_000_000, Red(min_pkts=20, max_pkts=80, max_p=0.2, wlog=9)
     params = LinkParams(rate_bps=rate, queue_pkts=100, red=red)
     shaped(params)
@@ -212,4 +213,4 @@ def test_red_average_decays_over_the_idle_time(bed: Bed, shaped: Callable[[LinkP
     want = avg0 * 2 ** -((delivered - idle_from - frame_ns) / half_ns)
     print(f"average {avg0:.2f} packets, after {(delivered - idle_from) / 1e9:.3f} s idle {avg1:.3f}; want {want:.3f}")
     assert avg0 > 5, f"the average reached only {avg0:.2f} packets: the queue did not fill"
-    assert 0.99 * want <= avg1 <= 1.07 * want, f"average {avg1:.3f} after the idle time, (1 - w_q)^m gives {want:.3f}"
+    assert 0.97 * want <= avg1 <= 1.03 * want, f"average {avg1:.3f} after the idle time, (1 - w_q)^m gives {want:.3f}"

@@ -103,13 +103,13 @@ def test_tofino_refuses_red_at_set_up_too() -> None:
 
 
 def test_bmv2_idle_inverse_is_the_halving_time_in_us() -> None:
-    """The P4 program's halvings, idle_us * idle_inv >> 22 (<< 10), match idle_ns / half_ns within 0.1 % (or
-    1/1024 of a halving)."""
+    """The P4 program's halvings, idle_us * idle_inv >> 16 (<< 16), match idle_ns / half_ns within 0.1 % (or
+    1/65536 of a halving)."""
     cfg = red_config(Red(min_pkts=20, max_pkts=80, wlog=9), 10_000_000, 1514)
     inv = red_idle_inv(cfg)
     for idle_us in (1_000, 430_000, 5_000_000):
-        got = (idle_us * inv) >> 22
-        want = idle_us * 1000 / cfg.half_ns * 1024
+        got = (idle_us * inv) >> 16
+        want = idle_us * 1000 / cfg.half_ns * 65536
         assert math.isclose(got, want, rel_tol=1e-3, abs_tol=1), (idle_us, got, want)
     assert red_idle_inv(red_config(Red(min_pkts=1, max_pkts=2, wlog=0), 10_000_000, 1514)) == 1 << 32
 

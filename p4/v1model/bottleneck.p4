@@ -33,8 +33,8 @@
  * both the same integers) on the same queue length, the program's own
  * occupancy, with two differences P4 imposes: no division, so an arrival is
  * dropped early iff draw * span < max_p_thr * (avg - min) (the kernel target
- * divides to a threshold first), and the idle time's halvings are
- * idle_us * idle_inv >> 22 with idle_inv = 2^32 / (halving time in us).
+ * divides to a threshold first), and the idle time's halvings (<< 16) are
+ * idle_us * idle_inv >> 16 with idle_inv = 2^32 / (halving time in us).
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -58,6 +58,10 @@ const bit<1>  TO_BOTTLENECK = 1w1;
 /* RED's idle time is capped at 2^31 us (36 minutes): idle * idle_inv
  * (<= 2^32) fits 64 bits. */
 const red_t RED_IDLE_CAP_US = 64w0x80000000;
+/* 2^-f for a fraction f of a halving: 1 - ln2 f + (ln2 - 1/2) f^2, the
+ * coefficients << 20 (the kernel target's BN_LN2_Q20, BN_QUAD_Q20). */
+const red_t RED_LN2_Q20 = 726817;
+const red_t RED_QUAD_Q20 = 202531;
 
 struct metadata_t {
     flow_index_t     flow_index;
@@ -237,7 +241,7 @@ control CclabIngress(inout headers_t hdr,
     /* RED's verdict on an arrival: the average updated with the queue it
      * finds (avg += w_q (q - avg), kept << wlog), or decayed over the idle
      * time before it when it finds the queue empty (whole halvings shift, a
-     * fraction f of one is taken on the chord 1 - f/2); then a drop with
+     * fraction f of one is the quadratic above); then a drop with
      * probability max_p (avg - min) / (max - min) between min and max,
      * always from max on. */
     action red_decide() {
@@ -252,10 +256,13 @@ control CclabIngress(inout headers_t hdr,
         red_t q = meta.red_bytes == 1 ? (red_t)bytes : (red_t)pkts;
         red_t idle = (red_t)(standard_metadata.ingress_global_timestamp - last);
         idle = idle > RED_IDLE_CAP_US ? RED_IDLE_CAP_US : idle;
-        red_t halvings = (idle * meta.red_idle_inv) >> 22;     /* << 10 */
-        red_t whole = halvings >> 10;
+        red_t halvings = (idle * meta.red_idle_inv) >> 16;     /* << 16 */
+        red_t whole = halvings >> 16;
+        red_t f = halvings & 0xFFFF;
+        red_t loss = ((RED_LN2_Q20 * f) >> 16) - ((RED_QUAD_Q20 * f * f) >> 32);
         red_t shifted = avg >> (bit<8>)(whole > 63 ? 63 : whole);
-        red_t decayed = whole > 63 ? 0 : shifted - (shifted >> 11) * (halvings & 1023);
+        red_t lost = shifted < 64w0x10000000000 ? (shifted * loss) >> 20 : ((shifted >> 10) * loss) >> 10;
+        red_t decayed = whole > 63 ? 0 : shifted - lost;
         red_t updated = avg - (avg >> meta.red_wlog) + q;
         avg = q == 0 && last != 0 ? decayed : updated;
         red_avg.write(0, avg);

@@ -39,6 +39,7 @@ NEEDS_THE_PARSER = {
     "flows[2].dst": "an mptcp receiver receives one mptcp flow (a relation between flows)",
     "flows[2].src": "an mptcp sender sends nothing else, nor receives mptcp (a relation between flows)",
     "flows[1].via": "a path choice must name a link on the flow's paths (from the topology)",
+    "link l1 (s1-s2).red": "which data plane runs a RED queue is a rule across fields (dataplane and the link)",
 }
 
 
@@ -139,6 +140,14 @@ def _place(key: str, value: Any) -> tuple[dict[str, Any], str]:
     if table == "gilbert_elliott":
         raw["bottleneck"]["gilbert_elliott"] = {name: value}
         return raw, f"bottleneck.gilbert_elliott.{name}"
+    if table == "red":
+        # thresholds that leave room for any bound of the one placed: min 0, max the largest queue limit
+        unit = "bytes" if name.endswith("_bytes") else "pkts"
+        raw["bottleneck"].pop("queue_pkts", None)
+        raw["bottleneck"][f"queue_{unit}"] = int(fields.FIELDS[f"link.queue_{unit}"].hi)
+        red = {f"min_{unit}": 0, f"max_{unit}": raw["bottleneck"][f"queue_{unit}"], name: value}
+        raw["bottleneck"]["red"] = red
+        return raw, f"bottleneck.red.{name}"
     assert table == "flows", key
     flow = raw["flows"][0]
     if name in ("rate_mbps", "on_s", "off_s"):
@@ -239,6 +248,10 @@ def test_schema_and_parser_allow_the_same_keys() -> None:
         (
             lambda r: r["bottleneck"].update(gilbert_elliott={"zz_typo": 1}),
             props["bottleneck"]["properties"]["gilbert_elliott"],
+        ),
+        (
+            lambda r: r["bottleneck"].update(red={"min_pkts": 1, "max_pkts": 2, "zz_typo": 1}),
+            props["bottleneck"]["properties"]["red"],
         ),
         (lambda r: r.update(algorithms={"zz_typo": {}}), props["algorithms"]),
         (

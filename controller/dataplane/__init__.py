@@ -1,6 +1,6 @@
 """Data-plane targets: one per kind of switch, one contract (docs/dataplane-contract.md).
 
-A target programs the bottleneck (rate, drop-tail queue, random loss; delay
+A target programs the bottleneck (rate, drop-tail or RED queue, random loss; delay
 only where it `delays_itself`), changes those while running, and reads
 per-flow counters keyed by 5-tuple.  `Bottleneck` is what every target
 implements; controller/dataplane/targets.py makes them by name.
@@ -12,6 +12,8 @@ import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, Protocol
+
+from controller.network import Red
 
 
 class DataPlaneError(RuntimeError):
@@ -75,6 +77,8 @@ class LinkParams:
     per: float = 0.0
     ge: tuple[float, float, float, float] | None = None
     """Gilbert-Elliott (p_gb, p_bg, loss_good, loss_bad), or None for i.i.d."""
+    red: Red | None = None
+    """RED on the queue (thresholds in the queue limit's unit), or None for drop-tail alone."""
     shaper: str = "htb"
     mtu: int = 1500
 

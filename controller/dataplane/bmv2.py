@@ -7,7 +7,9 @@ Layout on the bottleneck link A -> B (A = the switch's bottleneck port):
               index 0 = everything else), `offered` counter; drop-tail
               admission: the program keeps the queue's occupancy (packets
               and wire bytes, registers) and admits a packet iff it fits the
-              limit of queue_limit (packets or bytes); `queue_drops` counts
+              limit of queue_limit (packets or bytes), after RED's verdict
+              where the link has RED (red_params, the kernel target's
+              integers: controller/dataplane/red.py); `queue_drops` counts
               those it refuses, per flow
     TM:       BMv2's egress queue of port A shapes: rate in packets/s,
               converted from bit/s with the full-size frame (MTU + 14), set
@@ -38,6 +40,7 @@ from typing import Any, ClassVar
 from controller import system
 from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, LinkParams, Snapshot
 from controller.dataplane.p4common import DRAIN_MARGIN_S, FALLBACK_INDEX, Route, frame_bytes, loss_threshold
+from controller.dataplane.red import RED_OFF, RedConfig, red_config
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,12 @@ MIN_FRAME_BYTES = 60
 
 class Bmv2Error(DataPlaneError):
     """The BMv2 data plane could not be programmed or read; the message says what to do."""
+
+
+def red_idle_inv(cfg: RedConfig) -> int:
+    """2^32 / the idle time that halves RED's average, in us (BMv2's timestamps): the P4 program multiplies the
+    idle time by it, having no division; at most 2^32 (a halving time under 1 us is taken as 1 us)."""
+    return min(1 << 32, round((1 << 32) / max(1.0, cfg.half_ns / 1000)))
 
 
 def queue_rate_pps(rate_bps: int, mtu: int) -> int:
@@ -152,6 +161,7 @@ class Bmv2Bottleneck:
             c.write(updates)
             self._set_queue(params)
             self._set_loss(params)
+            self._set_red(params, None)
             self._params = params
         except (DataPlaneError, system.SystemError_) as exc:
             self.teardown()
@@ -168,6 +178,20 @@ class Bmv2Bottleneck:
         c = self.client
         pkts, nbytes = queue_limits(p)
         entry = c.table_entry("queue_limit", "set_queue_limit", {"pkts": pkts, "bytes": nbytes}, default=True)
+        c.write([c.update("modify", entry)])
+
+    def _set_red(self, p: LinkParams, old: LinkParams | None) -> None:
+        """red_params' default action, where it changes (the program's own default is off); a new RED starts
+        from an empty average (a register, written over Thrift: BMv2's P4Runtime server writes none)."""
+        cfg = red_config(p.red, p.rate_bps, frame_bytes(p.mtu))
+        before = red_config(old.red, old.rate_bps, frame_bytes(old.mtu)) if old is not None else RED_OFF
+        if cfg == before:
+            return
+        if p.red is not None and (old is None or old.red != p.red):
+            self.switch.cli(["register_write red_avg 0 0"])
+        params = {k: v for k, v in cfg._asdict().items() if k != "half_ns"}
+        c = self.client
+        entry = c.table_entry("red_params", "set_red", {**params, "idle_inv": red_idle_inv(cfg)}, default=True)
         c.write([c.update("modify", entry)])
 
     def _set_loss(self, p: LinkParams) -> None:
@@ -188,6 +212,7 @@ class Bmv2Bottleneck:
             "queue_rate_pps": queue_rate_pps(p.rate_bps, p.mtu) if p else None,
             "queue_limit_pkts_bytes": list(queue_limits(p)) if p else None,
             "loss_threshold": loss_threshold(p.per) if p else None,
+            "red": red_config(p.red, p.rate_bps, frame_bytes(p.mtu))._asdict() if p and p.red else None,
             "random_seeded": False,
             "p4runtime": self.switch.grpc_address,
             "log": str(self.switch.log_path),
@@ -197,9 +222,10 @@ class Bmv2Bottleneck:
     # --- while running -----------------------------------------------------
 
     def apply(self, p: LinkParams) -> None:
-        """Set loss and, if changed, the queue's rate/depth; safe while traffic flows."""
+        """Set loss and RED and, if changed, the queue's rate/depth; safe while traffic flows."""
         self._set_loss(p)
         old = self._params
+        self._set_red(p, old)
         if old is None or (old.rate_bps, queue_limits(old)) != (p.rate_bps, queue_limits(p)):
             self._set_queue(p)
         self._params = p

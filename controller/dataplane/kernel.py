@@ -11,6 +11,11 @@ Layout on the bottleneck link A -> B (A, B a veth pair):
     kfree_skb: bn_qdrop                (queue drops on A, per flow)
     B ingress: clsact / bn_link        (random loss on the wire, forwarded)
 
+RED, when the link has it, is bn_enqueue's, not tc's red qdisc (a kernel
+built without CONFIG_NET_SCH_RED, as this host's, has none); the pfifo/bfifo
+limit stays behind it.  The program reads the queue's length from the
+link's counters; controller/dataplane/red.py gives it integers.
+
 Delay is not this target's (delays_itself is False): the link's delay
 element on the devices after it has it (controller/dataplane/delay.py).
 
@@ -30,13 +35,16 @@ from typing import Any, ClassVar
 
 from controller import bpf, system
 from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, LinkParams, Snapshot, remove_pins
+from controller.dataplane.red import red_config
 
 log = logging.getLogger(__name__)
 
 OBJECT = system.BUILD / "bottleneck.bpf.o"
 _KEY = struct.Struct("=4s4sHHB3x")
 _CTR = struct.Struct("=8Q")
-_CONFIG = struct.Struct("=5QIIQ")
+_CONFIG = struct.Struct("=5QIIQ4I4Q")
+#: struct bn_red_state: lock, pad, avg_s, last_fwd_ns
+_RED_STATE = struct.Struct("=IIQQ")
 _RNG = struct.Struct("=QQ")
 #: the key of a one-entry array map (bn_config, bn_link_ctr, bn_rng, bn_owned)
 _ONLY = b"\0" * 4
@@ -125,7 +133,7 @@ class KernelBottleneck:
         system.run(
             ["bpftool", "prog", "loadall", str(OBJECT), str(self._pin / "progs"), "pinmaps", str(self._pin / "maps")]
         )
-        for name in ("bn_flows", "bn_link_ctr", "bn_config", "bn_rng", "bn_owned"):
+        for name in ("bn_flows", "bn_link_ctr", "bn_config", "bn_rng", "bn_owned", "bn_red"):
             self._maps[name] = bpf.BpfMap.pinned(self._pin / "maps" / name)
         prog_fd = bpf.obj_get(self._pin / "progs" / "bn_qdrop")
         try:
@@ -182,7 +190,7 @@ class KernelBottleneck:
     # --- while running -----------------------------------------------------
 
     def apply(self, p: LinkParams) -> None:
-        """Set loss and (if changed) the rate; safe while traffic flows.  The queue limit and the shaper are
+        """Set loss, RED and (if changed) the rate; safe while traffic flows.  The queue limit and the shaper are
         set-up's (a new limit: teardown, then setup)."""
         ge = p.ge or (0.0, 1.0, 0.0, 0.0)
         cfg = _CONFIG.pack(
@@ -191,9 +199,12 @@ class KernelBottleneck:
             1 if p.ge is not None else 0,
             system.ifindex(self.egress_dev),
             system.netns_inode(),
+            *red_config(p.red, p.rate_bps, p.mtu + ETH_HLEN),
         )
-        self._maps["bn_config"].update(_ONLY, cfg)
         old = self._params
+        if old is None or old.red != p.red:  # a new RED starts from an empty average
+            self._maps["bn_red"].update(_ONLY, _RED_STATE.pack(0, 0, 0, 0))
+        self._maps["bn_config"].update(_ONLY, cfg)
         if old is not None and old.rate_bps != p.rate_bps:
             self._shape("change", p)
         self._params = p
@@ -208,6 +219,7 @@ class KernelBottleneck:
             "queue": self._queue_args(p) if p else None,
             "loss_threshold": prob_threshold(p.per) if p and p.ge is None else None,
             "gilbert_elliott": list(p.ge) if p and p.ge is not None else None,
+            "red": red_config(p.red, p.rate_bps, p.mtu + ETH_HLEN)._asdict() if p and p.red else None,
             "pins": str(self._pin),
         }
 
@@ -225,6 +237,16 @@ class KernelBottleneck:
         if link is not None:
             snap.link = FlowCounters(*_CTR.unpack(link))
         return snap
+
+    def red_state(self) -> tuple[float, int] | None:
+        """RED's average queue now (packets or bytes, its thresholds' unit) and when the link last delivered a
+        packet (CLOCK_MONOTONIC ns, bpf_ktime_get_ns); None without RED."""
+        p = self._params
+        raw = self._maps["bn_red"].lookup(_ONLY) if p is not None and p.red is not None else None
+        if p is None or p.red is None or raw is None:
+            return None
+        _lock, _pad, avg_s, last_fwd_ns = _RED_STATE.unpack(raw)
+        return avg_s / (1 << p.red.wlog), last_fwd_ns
 
     def wait_drained(self, timeout_s: float = 3.0) -> bool:
         """Poll until a read finds the queue empty; False after the timeout.  The counters are exact and

@@ -202,6 +202,8 @@ class TofinoBottleneck:
     def _set_loss(self, p: LinkParams) -> None:
         if p.ge is not None:
             raise TofinoError("Gilbert-Elliott loss is not in the TNA program; use i.i.d. `per`")
+        if p.red is not None:
+            raise TofinoError("a RED queue is not in the TNA program yet; RED runs on the kernel and bmv2 targets")
         gc = self._gc
         t = self._table("pipe.CclabEgress.loss_decide")
         t.entry_del(self._target, [])

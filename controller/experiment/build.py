@@ -48,6 +48,7 @@ def link_params(
         jitter_ms=ls.jitter_ms,
         per=per if per is not None else ls.per,
         ge=(ge.p_gb, ge.p_bg, ge.loss_good, ge.loss_bad) if ge else None,
+        red=ls.red,
         shaper=ls.shaper,
         mtu=MTU,
     )

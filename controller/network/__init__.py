@@ -10,6 +10,7 @@ from controller.network.graph import (
     GraphError,
     Link,
     LinkSpec,
+    Red,
     ScheduleStep,
     subnet,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "GraphError",
     "Link",
     "LinkSpec",
+    "Red",
     "ScheduleStep",
     "presets",
     "subnet",

@@ -67,6 +67,7 @@ LINK_KEYS = (
     "jitter_ms",
     "per",
     "gilbert_elliott",
+    "red",
     "shaper",
     "schedule",
 )

@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
-from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, ScheduleStep, presets
+from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, Red, ScheduleStep, presets
 from controller.spec import algos
 from controller.spec.fields import FIELDS as F
 from controller.spec.fields import PRESET_KEYS, Field, allowed
@@ -132,6 +132,37 @@ def _schedule(b: dict[str, Any], where: str, duration_s: float) -> tuple[Schedul
     return tuple(out)
 
 
+RED_KEYS = ("min_pkts", "max_pkts", "min_bytes", "max_bytes", "max_p", "wlog")
+
+
+def _red(b: dict[str, Any], where: str, queue_pkts: int | None, queue_bytes: int | None) -> Red | None:
+    """A link's red table: thresholds in the unit of its queue limit, min < max <= the limit."""
+    if "red" not in b:
+        return None
+    r = _table(b, "red", f"{where}.")
+    w = f"{where}.red"
+    _check_keys(r, w, RED_KEYS)
+    unit, other, limit = ("bytes", "pkts", queue_bytes) if queue_bytes is not None else ("pkts", "bytes", queue_pkts)
+    for key in (f"min_{other}", f"max_{other}"):
+        if key in r:
+            raise _fail(f"{w}.{key}", r[key], f"give min_{unit} and max_{unit}: the link's queue limit is queue_{unit}")
+    lo = whole(r, f"min_{unit}", w, F[f"red.min_{unit}"])
+    hi = whole(r, f"max_{unit}", w, F[f"red.max_{unit}"])
+    if lo is None or hi is None:
+        missing = f"min_{unit}" if lo is None else f"max_{unit}"
+        raise SpecError(f"spec error: {w}.{missing} is missing: a RED queue needs min_{unit} and max_{unit}")
+    if lo >= hi:
+        raise _fail(f"{w}.min_{unit}", lo, f"must be < max_{unit} ({hi})")
+    if limit is not None and hi > limit:
+        raise _fail(f"{w}.max_{unit}", hi, f"must be <= the queue limit, queue_{unit} ({limit})")
+    max_p = _num(r, "max_p", w, F["red.max_p"])
+    wlog = whole(r, "wlog", w, F["red.wlog"])
+    assert max_p is not None and wlog is not None
+    if unit == "bytes":
+        return Red(min_bytes=lo, max_bytes=hi, max_p=max_p, wlog=wlog)
+    return Red(min_pkts=lo, max_pkts=hi, max_p=max_p, wlog=wlog)
+
+
 def _link_spec(b: dict[str, Any], where: str, duration_s: float, *, rate_required: bool) -> LinkSpec:
     """A link's emulation settings (LINK_KEYS of table `b`, already key-checked)."""
     if rate_required:
@@ -163,6 +194,7 @@ def _link_spec(b: dict[str, Any], where: str, duration_s: float, *, rate_require
         jitter_ms=_num(b, "jitter_ms", where, F["link.jitter_ms"]) or 0.0,
         per=_num(b, "per", where, F["link.per"]) or 0.0,
         gilbert_elliott=ge,
+        red=_red(b, where, qp, qb),
         shaper=_choice(b, "shaper", where, F["link.shaper"]),
         schedule=_schedule(b, where, duration_s),
     )
@@ -323,6 +355,8 @@ def _link_table(ls: LinkSpec) -> dict[str, Any]:
     out["delay_ms"], out["jitter_ms"] = ls.delay_ms, ls.jitter_ms
     if ls.gilbert_elliott is not None:
         out["gilbert_elliott"] = dict(vars(ls.gilbert_elliott))
+    if ls.red is not None:
+        out["red"] = {k: v for k, v in vars(ls.red).items() if v is not None}
     if ls.schedule:
         out["schedule"] = [{k: v for k, v in vars(st).items() if v is not None} for st in ls.schedule]
     return out
@@ -586,6 +620,8 @@ def _check_emulation(graph: Graph, dataplane: str) -> None:
             raise _fail(f"{where}.both", True, "bmv2 emulates one direction per link; give the other its own link")
         if lk.spec.gilbert_elliott is not None and dataplane == "bmv2":
             raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the BMv2 program yet; use i.i.d. per on bmv2")
+        if lk.spec.red is not None and dataplane == "tofino":
+            raise _fail(f"{where}.red", "{...}", "not in the TNA program yet; RED runs on the kernel and bmv2 targets")
 
 
 def _check_switches(graph: Graph, dataplane: str, switches: str) -> None:

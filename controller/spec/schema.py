@@ -21,10 +21,10 @@ import types
 import typing
 from typing import Any
 
-from controller.network import GilbertElliott, Graph, Link, LinkSpec, ScheduleStep
+from controller.network import GilbertElliott, Graph, Link, LinkSpec, Red, ScheduleStep
 from controller.spec import algos, model
 from controller.spec.fields import FIELDS, PRESET_KEYS, Field
-from controller.spec.parse import FLOW_KEYS, TOP_KEYS
+from controller.spec.parse import FLOW_KEYS, RED_KEYS, TOP_KEYS
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 #: a link's id: l + up to 7 letters, digits or _ (model.LINK_ID)
@@ -111,13 +111,18 @@ def _closed(props: dict[str, Any], keys: tuple[str, ...], **extra: Any) -> dict[
 def _link_props() -> dict[str, Any]:
     """The keys of every link table (model.LINK_KEYS), from LinkSpec."""
     props = {
-        k: _from_field(LinkSpec, k, f"link.{k}") for k in model.LINK_KEYS if k not in ("gilbert_elliott", "schedule")
+        k: _from_field(LinkSpec, k, f"link.{k}")
+        for k in model.LINK_KEYS
+        if k not in ("gilbert_elliott", "red", "schedule")
     }
     ge = {
         k.name: _from_field(GilbertElliott, k.name, f"gilbert_elliott.{k.name}")
         for k in dataclasses.fields(GilbertElliott)
     }
     props["gilbert_elliott"] = _closed(ge, tuple(ge), description=_field_docs(LinkSpec)["gilbert_elliott"])
+    red = {k: _from_field(Red, k, f"red.{k}") for k in RED_KEYS}
+    pairs = [{"required": [f"min_{u}", f"max_{u}"]} for u in ("pkts", "bytes")]
+    props["red"] = _closed(red, RED_KEYS, description=_field_docs(LinkSpec)["red"], oneOf=pairs)
     steps = {k.name: _from_field(ScheduleStep, k.name, f"schedule.{k.name}") for k in dataclasses.fields(ScheduleStep)}
     step = _closed(steps, tuple(steps), required=["at_s"], minProperties=2)
     props["schedule"] = {"type": "array", "items": step, "description": _field_docs(LinkSpec)["schedule"]}

@@ -14,6 +14,17 @@
  *   B ingress (clsact)  bn_link      i.i.d. or Gilbert-Elliott random loss
  *                                    "on the wire", count what is forwarded
  *
+ * RED (when configured) is bn_enqueue's: the queue's length is what the
+ * link's counters say is between A's egress hook and B (offered - forwarded
+ * - random drops - queue drops; nothing else holds packets on a veth pair),
+ * so it needs no counter of its own.  Each arrival updates the average and
+ * is dropped with the linear probability p_b of Floyd & Jacobson's RED
+ * paper, drawn independently per packet: their count-based spreading (p_a)
+ * is not done, so early drops are geometrically spaced and their fraction
+ * is p_b itself.  From max on, every arrival is dropped.  An early drop is a
+ * queue drop (congestion), never a random one; the qdisc's limit still
+ * holds behind it.
+ *
  * Loss acts after the queue, as on a lossy link: a lost packet has used its
  * share of the link rate.  All counters are keyed by the IPv4 5-tuple and
  * count wire bytes (skb->len at L2, Ethernet header included); offloads are
@@ -63,6 +74,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct bn_rng);
 } bn_rng SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bn_red_state);
+} bn_red SEC(".maps");
 
 /* Packets that reached the queue still owned by their socket, each queued
  * as an unowned clone (bn_enqueue): 0 where the switch ports in front of
@@ -231,10 +249,115 @@ static __always_inline bool bn_lost(void)
 	}
 }
 
+/* The queue now, in RED's unit: offered minus forwarded, lost on the wire
+ * and dropped by the queue, from the link's counters.  They are read
+ * without a lock while other CPUs add to them: a sum that looks negative
+ * is taken as 0.
+ */
+static __always_inline __u64 bn_backlog(const struct bn_flow_ctr *l,
+					__u32 bytes)
+{
+	__s64 q;
+
+	if (bytes)
+		q = l->enq_bytes - l->fwd_bytes - l->rnd_drop_bytes -
+		    l->q_drop_bytes;
+	else
+		q = l->enq_pkts - l->fwd_pkts - l->rnd_drop_pkts -
+		    l->q_drop_pkts;
+	return q > 0 ? q : 0;
+}
+
+/* The average after the queue was idle for idle_ns: (1 - w_q)^m of it,
+ * m = idle_ns / s the frames the link could have sent meanwhile (Floyd &
+ * Jacobson's idle-time rule).  The controller turns that into half_ns, the
+ * idle time that halves the average: h = idle_ns / half_ns halvings,
+ * counted << 16.  Whole halvings are shifts; a fraction f of one is the
+ * quadratic through 2^-0 = 1 and 2^-1 = 1/2 with 2^-f's slope at 0,
+ * 1 - ln2 f + (ln2 - 1/2) f^2 (coefficients << 20): within 1.1 % of
+ * 2^-f, and right to first order for the short idle times a busy link
+ * has many of.  Idle time is capped at 2^40 ns (18
+ * minutes) so that idle_ns << 16 fits 64 bits; an average below 2^40 is
+ * multiplied whole, a larger one (bytes, a large wlog) 10 bits shorter.
+ */
+#define BN_RED_IDLE_CAP_NS	(1ULL << 40)
+#define BN_LN2_Q20		726817ULL	/* ln 2 << 20 */
+#define BN_QUAD_Q20		202531ULL	/* (ln 2 - 1/2) << 20 */
+
+static __always_inline __u64 bn_red_decay(__u64 avg_s, __u64 idle_ns,
+					  __u64 half_ns)
+{
+	__u64 h, f, loss;
+
+	if (idle_ns > BN_RED_IDLE_CAP_NS)
+		idle_ns = BN_RED_IDLE_CAP_NS;
+	h = (idle_ns << 16) / (half_ns ? half_ns : 1);
+	if (h >= (64ULL << 16))
+		return 0;
+	avg_s >>= h >> 16;
+	f = h & 0xFFFF;
+	loss = ((BN_LN2_Q20 * f) >> 16) - ((BN_QUAD_Q20 * f * f) >> 32);
+	if (avg_s < (1ULL << 40))
+		return avg_s - ((avg_s * loss) >> 20);
+	return avg_s - (((avg_s >> 10) * loss) >> 10);
+}
+
+/* RED's verdict on an arrival: update the average with the queue it finds
+ * (or decay it over the idle time before it), then drop with probability
+ * p_b = max_p (avg - min) / (max - min) between min and max, always from
+ * max on.  The lock makes each update see the one before it.
+ */
+static __always_inline bool bn_red_drops(void)
+{
+	__u32 zero = 0;
+	struct bn_config *cfg = bpf_map_lookup_elem(&bn_config, &zero);
+	struct bn_flow_ctr *l = bpf_map_lookup_elem(&bn_link_ctr, &zero);
+	struct bn_red_state *st = bpf_map_lookup_elem(&bn_red, &zero);
+	struct bn_rng *rng = bpf_map_lookup_elem(&bn_rng, &zero);
+	struct bn_red_config red;
+	__u64 q, now, avg_s, thr;
+
+	if (!cfg || !l || !st || !rng || !cfg->red.on)
+		return false;
+	red = cfg->red;		/* one consistent copy: apply() rewrites it */
+	q = bn_backlog(l, red.bytes);
+	now = bpf_ktime_get_ns();
+	bpf_spin_lock(&st->lock);
+	if (q == 0 && st->last_fwd_ns && now > st->last_fwd_ns)
+		st->avg_s = bn_red_decay(st->avg_s, now - st->last_fwd_ns,
+					 red.half_ns);
+	else	/* avg += w_q (q - avg), kept << wlog */
+		st->avg_s = st->avg_s - (st->avg_s >> (red.wlog & 63)) + q;
+	avg_s = st->avg_s;
+	bpf_spin_unlock(&st->lock);
+	if (avg_s < red.min_s)
+		return false;
+	if (avg_s >= red.max_s)
+		return true;
+	/* norm keeps both sides below 2^31: the product fits 64 bits */
+	thr = ((avg_s - red.min_s) >> (red.norm & 63)) * red.max_p_thr /
+	      ((red.max_s - red.min_s) >> (red.norm & 63) ?: 1);
+	return bn_draw(rng, thr);
+}
+
+/* The link delivered (or lost on the wire) a packet now: if the queue is
+ * empty at the next arrival, its idle time began here.
+ */
+static __always_inline void bn_red_departed(void)
+{
+	__u32 zero = 0;
+	struct bn_config *cfg = bpf_map_lookup_elem(&bn_config, &zero);
+	struct bn_red_state *st = bpf_map_lookup_elem(&bn_red, &zero);
+
+	if (cfg && st && cfg->red.on)
+		st->last_fwd_ns = bpf_ktime_get_ns();
+}
+
 SEC("tc")
 int bn_enqueue(struct __sk_buff *skb)
 {
 	struct bn_flow_key key = {};
+	bool red_drop;
 
 	/* A packet still owned by its sending socket (a veth pair and a bridge
 	 * keep the owner) would stay charged to it while it waits in the
@@ -257,7 +380,12 @@ int bn_enqueue(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 	}
 	bn_parse_skb(skb, &key);
+	red_drop = bn_red_drops();	/* on the queue before this packet */
 	bn_count(&key, BN_ENQ, skb->len);
+	if (red_drop) {		/* an early drop: offered, dropped by the queue */
+		bn_count(&key, BN_Q_DROP, skb->len);
+		return TC_ACT_SHOT;
+	}
 	return TC_ACT_OK;
 }
 
@@ -267,6 +395,7 @@ int bn_link(struct __sk_buff *skb)
 	struct bn_flow_key key = {};
 
 	bn_parse_skb(skb, &key);
+	bn_red_departed();
 	if (bn_lost()) {
 		bn_count(&key, BN_RND_DROP, skb->len);
 		return TC_ACT_SHOT;

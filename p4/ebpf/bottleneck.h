@@ -45,6 +45,24 @@ struct bn_flow_ctr {
  */
 #define BN_PROB_ONE	(1ULL << 32)
 
+/* RED on the queue (Floyd & Jacobson 1993), on when on != 0.  The queue
+ * and its thresholds are in packets, or in wire bytes when bytes != 0.  The
+ * average is kept as avg << wlog (w_q = 2^-wlog); min and max come shifted
+ * by wlog too, and both sides of the drop-probability division are shifted
+ * right by norm so that they fit 31 bits (the controller computes norm from
+ * (max - min) << wlog): max_p_thr (<= 2^32) times 2^31 fits 64 bits.
+ */
+struct bn_red_config {
+	__u32 on;
+	__u32 bytes;
+	__u32 wlog;
+	__u32 norm;
+	__u64 min_s;		/* min << wlog */
+	__u64 max_s;		/* max << wlog */
+	__u64 max_p_thr;	/* max_p * 2^32 */
+	__u64 half_ns;		/* idle time that halves the average, ns */
+};
+
 /* Run-time configuration, index 0 of an array the controller rewrites while
  * traffic flows (schedules).  Gilbert-Elliott is on when ge_on != 0; then
  * per-packet loss is ge_loss_good / ge_loss_bad in the good / bad state and
@@ -59,6 +77,18 @@ struct bn_config {
 	__u32 ge_on;
 	__u32 qdrop_ifindex;	/* the rate limiter's device (queue drops) */
 	__u64 qdrop_netns;	/* its network namespace inode */
+	struct bn_red_config red;
+};
+
+/* RED's state, index 0 of an array.  avg_s is the average queue << wlog;
+ * last_fwd_ns the time the link last delivered a packet (the end of the
+ * queue's busy time when it is empty now: the idle time's start).
+ */
+struct bn_red_state {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 avg_s;
+	__u64 last_fwd_ns;
 };
 
 /* Per-CPU random state (splitmix64), seeded by the controller from the

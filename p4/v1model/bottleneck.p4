@@ -6,9 +6,10 @@
  *   ingress:  ipv4_forward (dst prefix -> port, and whether that port is the
  *             bottleneck), flow_stats (exact 5-tuple -> counter index the
  *             controller assigned; index 0 = undeclared traffic), count
- *             `offered` for packets going to the bottleneck port; drop-tail
- *             admission against queue_limit (packets or bytes), refusals
- *             counted in `queue_drops`
+ *             `offered` for packets going to the bottleneck port; RED
+ *             (red_params, when on) on the program's queue, then drop-tail
+ *             admission against queue_limit (packets or bytes); both
+ *             refusals counted in `queue_drops`
  *   TM:       BMv2's egress queue of the bottleneck port: the rate
  *             (packets/s, set over Thrift); its own depth is set far above
  *             the program's limit, so BMv2 never drops there
@@ -27,6 +28,13 @@
  *
  * Bytes are wire bytes: standard_metadata.packet_length, Ethernet header
  * included, no FCS (the kernel target counts the same).
+ *
+ * RED does the kernel target's arithmetic (controller/dataplane/red.py gives
+ * both the same integers) on the same queue length, the program's own
+ * occupancy, with two differences P4 imposes: no division, so an arrival is
+ * dropped early iff draw * span < max_p_thr * (avg - min) (the kernel target
+ * divides to a threshold first), and the idle time's halvings (<< 16) are
+ * idle_us * idle_inv >> 16 with idle_inv = 2^32 / (halving time in us).
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -40,12 +48,20 @@
 typedef bit<9>  port_t;
 typedef bit<32> loss_threshold_t;   /* P(drop) = threshold / 2^32 */
 typedef bit<32> queue_limit_t;
+typedef bit<64> red_t;              /* RED's average and thresholds, << wlog */
 
 /* A queue limit that never binds (queue_limit's default: no limit). */
 const queue_limit_t QUEUE_UNLIMITED = 32w0xFFFFFFFF;
 
 const bit<32> RANDOM_MAX = 32w0xFFFFFFFF;
 const bit<1>  TO_BOTTLENECK = 1w1;
+/* RED's idle time is capped at 2^31 us (36 minutes): idle * idle_inv
+ * (<= 2^32) fits 64 bits. */
+const red_t RED_IDLE_CAP_US = 64w0x80000000;
+/* 2^-f for a fraction f of a halving: 1 - ln2 f + (ln2 - 1/2) f^2, the
+ * coefficients << 20 (the kernel target's BN_LN2_Q20, BN_QUAD_Q20). */
+const red_t RED_LN2_Q20 = 726817;
+const red_t RED_QUAD_Q20 = 202531;
 
 struct metadata_t {
     flow_index_t     flow_index;
@@ -58,6 +74,16 @@ struct metadata_t {
     queue_limit_t    limit_pkts;
     queue_limit_t    limit_bytes;
     bit<1>           admitted;
+    bit<1>           red_on;
+    bit<1>           red_bytes;
+    bit<8>           red_wlog;
+    bit<8>           red_norm;
+    red_t            red_min_s;
+    red_t            red_max_s;
+    red_t            red_max_p_thr;
+    red_t            red_idle_inv;
+    bit<32>          red_draw;
+    bit<1>           red_drop;
 }
 
 /* The drop-tail queue as the program keeps it: packets and wire bytes admitted
@@ -66,6 +92,10 @@ struct metadata_t {
  * the registers' locks, so each update is atomic between the two threads. */
 register<bit<32>>(1) queued_pkts;
 register<bit<32>>(1) queued_bytes;
+/* RED: the average queue << wlog (ingress), and when a packet last left the
+ * queue, us (egress writes, ingress reads: the idle time's start). */
+register<red_t>(1) red_avg;
+register<bit<48>>(1) red_last_deq;
 
 /*************************************************************************
  *  P A R S E R
@@ -188,6 +218,61 @@ control CclabIngress(inout headers_t hdr,
         default_action = set_queue_limit(QUEUE_UNLIMITED, QUEUE_UNLIMITED);
     }
 
+    action set_red(bit<1> on, bit<1> bytes, bit<8> wlog, bit<8> norm, red_t min_s, red_t max_s,
+                   red_t max_p_thr, red_t idle_inv) {
+        meta.red_on = on;
+        meta.red_bytes = bytes;
+        meta.red_wlog = wlog;
+        meta.red_norm = norm;
+        meta.red_min_s = min_s;
+        meta.red_max_s = max_s;
+        meta.red_max_p_thr = max_p_thr;
+        meta.red_idle_inv = idle_inv;
+    }
+
+    table red_params {
+        actions = {
+            set_red;
+        }
+        size = 1;
+        default_action = set_red(0, 0, 0, 0, 0, 0, 0, 0);
+    }
+
+    /* RED's verdict on an arrival: the average updated with the queue it
+     * finds (avg += w_q (q - avg), kept << wlog), or decayed over the idle
+     * time before it when it finds the queue empty (whole halvings shift, a
+     * fraction f of one is the quadratic above); then a drop with
+     * probability max_p (avg - min) / (max - min) between min and max,
+     * always from max on. */
+    action red_decide() {
+        bit<32> pkts;
+        bit<32> bytes;
+        red_t avg;
+        bit<48> last;
+        queued_pkts.read(pkts, 0);
+        queued_bytes.read(bytes, 0);
+        red_avg.read(avg, 0);
+        red_last_deq.read(last, 0);
+        red_t q = meta.red_bytes == 1 ? (red_t)bytes : (red_t)pkts;
+        red_t idle = (red_t)(standard_metadata.ingress_global_timestamp - last);
+        idle = idle > RED_IDLE_CAP_US ? RED_IDLE_CAP_US : idle;
+        red_t halvings = (idle * meta.red_idle_inv) >> 16;     /* << 16 */
+        red_t whole = halvings >> 16;
+        red_t f = halvings & 0xFFFF;
+        red_t loss = ((RED_LN2_Q20 * f) >> 16) - ((RED_QUAD_Q20 * f * f) >> 32);
+        red_t shifted = avg >> (bit<8>)(whole > 63 ? 63 : whole);
+        red_t lost = shifted < 64w0x10000000000 ? (shifted * loss) >> 20 : ((shifted >> 10) * loss) >> 10;
+        red_t decayed = whole > 63 ? 0 : shifted - lost;
+        red_t updated = avg - (avg >> meta.red_wlog) + q;
+        avg = q == 0 && last != 0 ? decayed : updated;
+        red_avg.write(0, avg);
+        random(meta.red_draw, 32w0, RANDOM_MAX);
+        red_t over = (avg - meta.red_min_s) >> meta.red_norm;
+        red_t span = (meta.red_max_s - meta.red_min_s) >> meta.red_norm;
+        bool early = avg >= meta.red_min_s && (red_t)meta.red_draw * span < meta.red_max_p_thr * over;
+        meta.red_drop = avg >= meta.red_max_s || early ? 1w1 : 1w0;
+    }
+
     /* Drop-tail admission: a packet joins the queue iff the queue holds
      * fewer than limit_pkts packets and its bytes fit in limit_bytes. */
     action enqueue() {
@@ -218,7 +303,15 @@ control CclabIngress(inout headers_t hdr,
                 flow_stats.apply();
                 offered.count(meta.flow_index);
                 queue_limit.apply();
-                enqueue();
+                red_params.apply();
+                if (meta.red_on == 1) {
+                    red_decide();
+                }
+                if (meta.red_drop == 1) {
+                    meta.admitted = 0;      /* an early drop: a queue drop */
+                } else {
+                    enqueue();
+                }
                 if (meta.admitted == 0) {
                     queue_drops.count(meta.flow_index);
                     drop();
@@ -274,6 +367,7 @@ control CclabEgress(inout headers_t hdr,
         queued_bytes.read(bytes, 0);
         queued_pkts.write(0, pkts - 1);
         queued_bytes.write(0, bytes - standard_metadata.packet_length);
+        red_last_deq.write(0, standard_metadata.egress_global_timestamp);
     }
 
     apply {

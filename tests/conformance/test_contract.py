@@ -26,6 +26,7 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, Raw
 
 from controller.dataplane import COUNTER_FIELDS, FlowCounters, FlowKey, Snapshot
+from controller.network import Red
 from tests.conformance.conftest import (
     BASE,
     DECLARED,
@@ -289,6 +290,73 @@ def test_c_queue_2_limit_exact_in_bytes(bed: Target) -> None:
             want.append(i)
     print(f"{bed.name}: {len(seqs)} of {BURST} delivered, {early} at once; drop-tail by bytes predicts {len(want)}")
     assert seqs == want, f"delivered {seqs}, a {qbytes}-byte drop-tail queue delivers {want}"
+
+
+#: a RED queue the steady-state test holds between its thresholds: 10 Mbit/s offered full frames at
+#: 1/(1 - 0.1) of it, so that drops settle near p = 0.1, where the average is halfway from min to max
+RED_MIN, RED_MAX, RED_MAX_P, RED_WLOG, RED_LIMIT = 20, 80, 0.2, 6, 100
+RED_RATE = 10_000_000
+#: seconds after the sender's start: the window whose drops are counted (the queue has settled by then)
+RED_WINDOW_S = (2.5, 8.5)
+
+
+def _red(unit: str) -> Red:
+    """The test's RED, its thresholds in packets or in the wire bytes of as many full-size frames."""
+    if unit == "bytes":
+        return Red(min_bytes=RED_MIN * FULL_FRAME, max_bytes=RED_MAX * FULL_FRAME, max_p=RED_MAX_P, wlog=RED_WLOG)
+    return Red(min_pkts=RED_MIN, max_pkts=RED_MAX, max_p=RED_MAX_P, wlog=RED_WLOG)
+
+
+@pytest.mark.parametrize("unit", ["pkts", "bytes"])
+def test_c_queue_3_red_drop_probability_follows_the_average(bed: Target, unit: str) -> None:
+    """C-QUEUE-3: a RED queue drops an arrival with probability max_p (avg - min) / (max - min) while the average
+    queue avg is between min and max, and none below min; its drops are queue drops. Thresholds 20 and 80
+    full frames (in packets, or in bytes), max_p = 0.2, w_q = 2^-6, limit 100 packets. Below min: a burst of
+    20 frames onto the slow link, none dropped. Between: 10 Mbit/s offered 11.1 Mbit/s of full frames for 8.5
+    s; from 2.5 s to 8.5 s the queue, read every 20 ms, averages q, and the early drops of the n frames offered
+    meanwhile are inside the binomial interval of p = max_p (q - min) / (max - min) (LOSS_LEVEL), with no
+    random drops and the queue never at its limit."""
+    red = _red(unit)
+    limit: dict[str, int | None] = {"queue_pkts": RED_LIMIT, "queue_bytes": None}
+    if unit == "bytes":
+        limit = {"queue_pkts": None, "queue_bytes": RED_LIMIT * FULL_FRAME}
+    bed.program(replace(BASE, rate_bps=SLOW_BPS, red=red, **limit))
+    _cap, seqs = _burst(bed, [FULL_FRAME] * RED_MIN)
+    assert len(seqs) == RED_MIN, f"{RED_MIN - len(seqs)} of a {RED_MIN}-frame burst dropped: the queue stayed < min"
+
+    bed.program(replace(BASE, rate_bps=RED_RATE, red=red, **limit))
+    offered = RED_RATE / (1 - RED_MAX_P / 2)
+    n_frames = int(RED_WINDOW_S[1] * offered / (FULL_FRAME * 8))
+    marks: list[Snapshot] = []
+    queue: list[int] = []
+
+    def sample(t_start: float) -> None:
+        time.sleep(max(0.0, t_start + RED_WINDOW_S[0] - time.time()))
+        marks.append(bed.read())
+        while time.time() < t_start + RED_WINDOW_S[1] - 0.05:
+            queue.append(bed.read().backlog_pkts)
+            time.sleep(0.02)  # sampling period
+        marks.append(bed.read())
+
+    batch = bed.next_batch()
+    frames = [bed.frame(l4(UDP_F), FULL_FRAME, i, batch) for i in range(n_frames)]
+    bed.exchange(frames, offered, batch, during=sample)
+    d = delta(flow(marks[1], UDP_F), flow(marks[0], UDP_F))
+    q = sum(queue) / len(queue)
+    p = RED_MAX_P * (q - RED_MIN) / (RED_MAX - RED_MIN)
+    lo, hi = loss_interval(d.enq_pkts, p)
+    print(
+        f"{bed.name} ({unit}): queue {q:.1f} packets on average ({min(queue)}-{max(queue)}, {len(queue)} reads); "
+        f"{d.q_drop_pkts} early drops of {d.enq_pkts} offered ({d.q_drop_pkts / d.enq_pkts:.4f}); "
+        f"max_p (q - min) / (max - min) = {p:.4f}, interval [{lo}, {hi}]"
+    )
+    assert RED_MIN < q < RED_MAX, f"the queue averaged {q:.1f} packets, not between min {RED_MIN} and max {RED_MAX}"
+    assert max(queue) < RED_LIMIT, f"the queue reached {max(queue)} packets: tail drops mix with RED's"
+    assert d.rnd_drop_pkts == 0, f"{d.rnd_drop_pkts} random drops: early drops must be queue drops"
+    assert lo <= d.q_drop_pkts <= hi, (
+        f"{d.q_drop_pkts} early drops of {d.enq_pkts} at an average queue of {q:.1f} packets: "
+        f"outside [{lo}, {hi}] of Bin({d.enq_pkts}, {p:.4f})"
+    )
 
 
 # --- rate and schedules --------------------------------------------------------------------------

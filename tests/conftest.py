@@ -217,24 +217,29 @@ def compile_p4(out: Path) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def kernel_dumbbell(run_id: str, params: LinkParams, static_arp: bool = False) -> Iterator[tuple[Any, Bottleneck]]:
-    """A one-pair dumbbell of Linux bridges whose s1-eth1 -> s2-eth1 is the kernel target's bottleneck, with the
-    host sysctls a run sets (the bridges without netfilter's hooks)."""
+def kernel_dumbbell(
+    run_id: str, params: LinkParams, static_arp: bool = False, target: str = "kernel", flows: tuple[FlowKey, ...] = ()
+) -> Iterator[tuple[Any, Bottleneck]]:
+    """A one-pair dumbbell of Linux bridges whose s1-eth1 -> s2-eth1 is the kernel target's bottleneck (or
+    `target`'s: fpga-sim takes s1-eth1's frames the same way), with the host sysctls a run sets (the bridges
+    without netfilter's hooks)."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller.network.mininet import load_topology_module
+    from controller.network.mininet import load_p4switch_module, load_topology_module
 
     setLogLevel("error")
     mod = load_topology_module()
-    tuned = sysctls.NetworkSysctls(htb_links=True)
+    tuned = sysctls.NetworkSysctls(htb_links=target == "kernel")
     topo = mod.Dumbbell(pairs=1)
     net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
-    dp = make_bottleneck("kernel", Placement(run_id, "s1-eth1", "s2-eth1"))
+    dp = make_bottleneck(target, Placement(run_id, "s1-eth1", "s2-eth1", flows))
     try:
         net.start()
         if static_arp:
             net.staticArp()
+        if target == "fpga-sim":  # the harness re-sends raw frames: checksums must be complete
+            load_p4switch_module().checksum_offload_off(net.hosts)
         dp.setup(params, seed=7)
         yield net, dp
     finally:

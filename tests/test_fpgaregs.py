@@ -83,7 +83,7 @@ def test_bar_reads_and_writes_words_and_64_bit_counters(bar: fr.BarTransport, tm
     assert el.read(fr.DELAY, 0x0C) == 100_000
     bar.write32(0x1040, 0x89ABCDEF)
     bar.write32(0x1044, 0x01234567)
-    assert el.read64(fr.ELEMENT, 0x1040) == 0x0123456789ABCDEF
+    assert el.read64(0x1040) == 0x0123456789ABCDEF
     raw = (tmp_path / "resource0").read_bytes()  # the stores reached the file: MAP_SHARED
     assert struct.unpack_from("<I", raw, 0x30C)[0] == 100_000
 

@@ -20,13 +20,14 @@ The second is unit-tested against an ordinary file; it has not run on a board.
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import socket
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from controller.dataplane import DataPlaneError
 
@@ -42,7 +43,7 @@ MAX_BLOCKS = 64
 #: the harness protocol (fpga/sim/regproto.h): request {op, addr, data}, answer {status, data}; little-endian
 REQUEST = struct.Struct("<III")
 ANSWER = struct.Struct("<iI")
-OP_READ, OP_WRITE = 1, 2
+OP_READ, OP_WRITE, OP_STATS = 1, 2, 3
 
 
 class RegisterError(DataPlaneError):
@@ -86,20 +87,26 @@ class HarnessTransport:
             self._sock = s
         return self._sock
 
-    def _call(self, op: int, addr: int, data: int) -> int:
-        s = self._conn()
+    def _recv(self, n: int) -> bytes:
+        s, buf = self._conn(), b""
         try:
-            s.sendall(REQUEST.pack(op, addr, data))
-            buf = b""
-            while len(buf) < ANSWER.size:
-                chunk = s.recv(ANSWER.size - len(buf))
+            while len(buf) < n:
+                chunk = s.recv(n - len(buf))
                 if not chunk:
                     raise RegisterError(f"FPGA harness at {self.path} closed the connection")
                 buf += chunk
         except OSError as exc:
             self.close()
             raise RegisterError(f"FPGA harness at {self.path}: {exc}") from None
-        status, value = ANSWER.unpack(buf)
+        return buf
+
+    def _call(self, op: int, addr: int, data: int) -> int:
+        try:
+            self._conn().sendall(REQUEST.pack(op, addr, data))
+        except OSError as exc:
+            self.close()
+            raise RegisterError(f"FPGA harness at {self.path}: {exc}") from None
+        status, value = ANSWER.unpack(self._recv(ANSWER.size))
         if status != 0:
             raise RegisterError(f"FPGA harness refused op {op} at {addr:#x} (status {status})")
         return int(value)
@@ -111,6 +118,11 @@ class HarnessTransport:
     def write32(self, addr: int, value: int) -> None:
         _check(addr, value)
         self._call(OP_WRITE, addr, value)
+
+    def stats(self) -> dict[str, Any]:
+        """The harness's own counters (simulated cycles, cycles per second, frames, lag) as it reports them."""
+        value: dict[str, Any] = json.loads(self._recv(self._call(OP_STATS, 0, 0)))
+        return value
 
     def close(self) -> None:
         if self._sock is not None:
@@ -189,7 +201,7 @@ class Element:
     def discover(self) -> dict[int, Block]:
         """Walk the block headers from 0; RegisterError on a loop, an overlong list or a missing block."""
         found: dict[int, Block] = {}
-        base, seen = 0, set()
+        base, seen = 0, set[int]()
         while True:
             if base in seen or len(seen) >= MAX_BLOCKS:
                 raise RegisterError(f"register map: the block list loops or is longer than {MAX_BLOCKS} at {base:#x}")
@@ -222,10 +234,11 @@ class Element:
     def write(self, block: int, offset: int, value: int) -> None:
         self.io.write32(self._addr(block, offset), value)
 
-    def read64(self, block: int, offset: int) -> int:
-        """A 64-bit counter: the low word first (the element latches the high word then)."""
-        lo = self.read(block, offset)
-        return lo | self.read(block, offset + 4) << 32
+    def read64(self, addr: int) -> int:
+        """The 64-bit counter at byte offset `addr` (the flow table is addressed from 0, not by block): the low
+        word first, as the element latches the high word then."""
+        lo = self.io.read32(addr)
+        return lo | self.io.read32(addr + 4) << 32
 
     def close(self) -> None:
         self.io.close()

@@ -87,10 +87,12 @@ DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
 
 # cclab-fpga-sim (fpga/sim/): the FPGA element Verilated into a C++ model, in the loop of a
 # real link (dataplane = "fpga-sim"), when Verilator is installed (`make deps`).  FPGA_SIM_KHZ is
-# the notional clock the harness ties simulated cycles to (bytes/cycle x clock = the ceiling);
-# the queue and the delay line hold 2^15 beats (256 KiB) each.
+# the notional clock the harness ties simulated cycles to: 2.5 MHz x 8 bytes = 160 Mbit/s at most,
+# about half of what the model sustains here (4.9 million cycles/s, `cclab-fpga-sim --bench`),
+# so that both directions of a link keep up on a 2-core machine beside the traffic;
+# the queue and the delay line hold 2^15 beats (256 KiB) each (the queue's most: LEN_W - 1 bits).
 VERILATOR    ?= verilator
-FPGA_SIM_KHZ ?= 10000
+FPGA_SIM_KHZ ?= 2500
 FPGA_RTL     := $(wildcard fpga/rtl/*.v)
 FPGA_SIM     := $(BUILD)/fpga-sim/cclab-fpga-sim
 HAVE_VERILATOR := $(shell command -v $(VERILATOR) 2>/dev/null)
@@ -101,8 +103,9 @@ $(FPGA_SIM): $(FPGA_RTL) fpga/sim/harness.cpp fpga/sim/regproto.h delay/delay.h 
 	$(Q)$(VERILATOR) --cc --exe --build -j 2 -O3 --x-assign fast --x-initial fast --noassert \
 		-Wno-fatal -Wno-lint -Wno-style --top-module cclab_bottleneck \
 		-GCLK_KHZ=$(FPGA_SIM_KHZ) -GQ_ADDR_W=15 -GDL_ADDR_W=15 \
-		-CFLAGS "-O2 -std=c++17 -Wall -I$(CURDIR)/fpga/sim -I$(CURDIR)/delay" \
-		-Mdir $(BUILD)/fpga-sim -o cclab-fpga-sim $(FPGA_RTL) fpga/sim/harness.cpp >$(BUILD)/fpga-sim/build.log \
+		-CFLAGS "-std=c++17 -Wall -I$(CURDIR)/fpga/sim -I$(CURDIR)/delay" \
+		-MAKEFLAGS OPT_FAST=-O2 -MAKEFLAGS OPT_GLOBAL=-O2 \
+		-Mdir $(BUILD)/fpga-sim -o cclab-fpga-sim $(FPGA_RTL) $(CURDIR)/fpga/sim/harness.cpp >$(BUILD)/fpga-sim/build.log \
 		|| { cat $(BUILD)/fpga-sim/build.log; exit 1; }
 
 fpga-sim: $(if $(HAVE_VERILATOR),$(FPGA_SIM))

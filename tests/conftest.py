@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controller import clean
-from controller.dataplane import Bottleneck, FlowKey, LinkParams, delayline, sysctls
+from controller.dataplane import Bottleneck, FlowKey, LinkParams, delayline, fpgasim, sysctls
 from controller.dataplane.targets import Placement, make_bottleneck
 from controller.measure.metrics import binomial_interval
 
@@ -161,9 +161,12 @@ def leftovers() -> list[str]:
         except OSError:
             continue
         if argv and (
-            os.path.basename(argv[0]) in ("iperf3", "cclab-delay") or any(a.startswith("mininet:") for a in argv)
+            os.path.basename(argv[0]) in ("iperf3", "cclab-delay", fpgasim.HARNESS)
+            or any(a.startswith("mininet:") for a in argv)
         ):
             found.append(f"process {d.name} {' '.join(argv)}")
+    if fpgasim.SOCKET_DIR.exists():
+        found += [f"file {f}" for f in sorted(fpgasim.SOCKET_DIR.glob("*.sock"))]
     for dev in os.listdir("/sys/class/net"):
         if clean.PORT.match(dev) or clean.BRIDGE.match(dev) or delayline.CAPTURE_DEV.match(dev):
             found.append(f"device {dev}")

@@ -78,7 +78,7 @@ constexpr uint64_t CHUNK_CYCLES = 512;      /* cycles between looks at the socke
 constexpr uint64_t AXIL_TIMEOUT = 1000;     /* cycles a register access may take */
 constexpr uint64_t IDLE_CHECK_CYCLES = 1024;
 constexpr int SOCK_BUF_BYTES = 16 << 20;
-constexpr uint32_t BAD_FRAME_BYTES = 1518;  /* MAX_LEN: the longest frame the bucket can be short of */
+constexpr uint32_t MAX_FRAME_BYTES = 1518;  /* MAX_LEN: the longest frame the bucket can be short of */
 
 /* the reference register map (fpga/rtl/cclab_bottleneck.v) the idle check reads */
 constexpr uint32_t R_CONTROL = 0x0010, R_Q_PKTS = 0x001C, R_DL_FILL = 0x0020, R_CLK_KHZ = 0x0024;
@@ -116,6 +116,7 @@ public:
 	uint64_t cycle = 0;
 	uint64_t quiet = 0;                       /* cycles since a beat went in or out */
 	std::deque<std::vector<uint8_t>> in;      /* frames waiting for s_axis */
+	std::deque<uint64_t> in_due;              /* the cycle each arrived at (present none before it) */
 	size_t in_off = 0;                        /* bytes of in.front() already given */
 	std::vector<uint8_t> out;                 /* the frame leaving on m_axis */
 	std::deque<std::vector<uint8_t>> sent;    /* whole frames from m_axis, for the caller to send */
@@ -136,7 +137,7 @@ public:
 	void step()
 	{
 		top.clk = 0;
-		bool have = !in.empty();
+		bool have = !in.empty() && (in_off || in_due.front() <= cycle);
 		if (have) {
 			const std::vector<uint8_t> &f = in.front();
 			size_t n = f.size() - in_off < 8 ? f.size() - in_off : 8;
@@ -175,6 +176,7 @@ public:
 			in_off += 8;
 			if (in_off >= in.front().size()) {
 				in.pop_front();
+				in_due.pop_front();
 				in_off = 0;
 			}
 		}
@@ -260,25 +262,33 @@ public:
 	bool busy_streams() const { return !in.empty() || !out.empty(); }
 };
 
-/* Whether the element is empty with a full bucket, so that idle cycles cannot change it; else 0 and
- * `again`, the quiet cycles after which to ask again. */
+/* Whether the element is empty with a full bucket, so that idle cycles cannot change it; else false and
+ * `again`, the quiet cycles after which to ask again.
+ *
+ * Empty: no frame queued (register 0x1C), no beat in the delay line's memory (0x20), and no beat in or out
+ * for long enough that none can be left in the delay line's prefetch (which 0x20 does not count: a frame of
+ * up to 8 beats can wait there for its due time) or in the shaper: after any event, a frame still inside
+ * leaves within two full-size frames' time at the rate plus the delay, and the bucket is full after `burst`
+ * more bytes' time.  The delay is the largest ever set, so that frames held under an older, longer delay
+ * are waited for too. */
 bool idle_now(Element &e, uint64_t *again)
 {
+	static uint64_t longest_delay;
 	uint32_t q = e.reg(R_Q_PKTS), fill = e.reg(R_DL_FILL);
 
 	if (q || fill) {
 		*again = e.quiet + IDLE_CHECK_CYCLES;
 		return false;
 	}
-	uint64_t need = (uint64_t)e.reg(R_DELAY) + 64;
-	uint32_t rate = e.reg(R_RATE);
-	if (e.reg(R_CONTROL) & 1) { /* the shaper is on: the bucket must have refilled */
-		if (!rate) {
-			*again = UINT64_MAX; /* rate 0: the bucket never fills; keep simulating */
-			return false;
-		}
-		need += ((uint64_t)(2 * BAD_FRAME_BYTES + e.reg(R_BURST)) << 24) / rate + 1;
+	uint64_t delay = e.reg(R_DELAY);
+	if (delay > longest_delay)
+		longest_delay = delay;
+	uint32_t rate = e.reg(R_CONTROL) & 1 ? e.reg(R_RATE) : 8u << 24; /* the shaper off: line rate */
+	if (!rate) {
+		*again = UINT64_MAX; /* rate 0: the bucket never fills, frames may wait forever; keep simulating */
+		return false;
 	}
+	uint64_t need = longest_delay + 64 + ((uint64_t)(2 * MAX_FRAME_BYTES + e.reg(R_BURST)) << 24) / rate + 1;
 	if (e.quiet >= need)
 		return true;
 	*again = need;
@@ -391,8 +401,10 @@ int bench(Element &e, uint64_t cycles)
 	memcpy(f.data(), head, sizeof(head));
 	uint64_t t0 = now_ns(), frames = 0;
 	for (uint64_t i = 0; i < cycles; i++) {
-		if (e.in.size() < 2)
+		if (e.in.size() < 2) {
 			e.in.push_back(f);
+			e.in_due.push_back(0);
+		}
 		e.step();
 		frames += e.sent.size();
 		e.sent.clear();
@@ -501,13 +513,17 @@ int main(int argc, char **argv)
 			cnt.rx_frames++;
 			cnt.rx_bytes += (uint64_t)n;
 			cnt.oversize += n > (ssize_t)LEN_MAX;
-			e->in.emplace_back(buf.begin(), buf.begin() + n);
+			uint64_t t_in = now_ns();
 			if (idle) { /* the clock starts again from now */
 				idle = false;
-				anchor_ns = now_ns();
+				anchor_ns = t_in;
 				anchor_cyc = e->cycle;
 				cnt.idle_skips++;
 			}
+			/* the frame enters the element at the cycle of its arrival, never earlier: a model that is
+			 * behind the clock does not shorten the delay by catching up */
+			e->in.emplace_back(buf.begin(), buf.begin() + n);
+			e->in_due.push_back(anchor_cyc + (t_in - anchor_ns) * khz / 1000000);
 		}
 
 		/* the model, level with the clock */
@@ -541,19 +557,18 @@ int main(int argc, char **argv)
 			e->sent.pop_front();
 		}
 
-		/* nothing more to simulate now: is the element idle, then sleep */
-		bool level = e->cycle >= anchor_cyc + (now_ns() - anchor_ns) * khz / 1000000;
-		if (!level && !idle)
-			continue;
-		if (!idle && !e->busy_streams() && e->sent.empty() && e->quiet >= idle_again &&
+		/* level with the clock: is the element idle?  Then sleep until a frame or a request comes; level
+		 * but busy: until CHUNK_CYCLES more are due; behind: only look at the sockets (a register access
+		 * is served even while the model catches up) */
+		bool level = e->cycle >= target; /* the cycles due when this round began are done */
+		if (level && !idle && !e->busy_streams() && e->sent.empty() && e->quiet >= idle_again &&
 		    idle_again != UINT64_MAX)
 			idle = idle_now(*e, &idle_again);
 
 		std::vector<struct pollfd> fds = { { rx, POLLIN, 0 }, { lis, POLLIN, 0 }, { STDIN_FILENO, POLLIN, 0 } };
 		for (int cl : clients)
 			fds.push_back({ cl, POLLIN, 0 });
-		/* asleep until a frame or a request when idle; else until CHUNK_CYCLES more are due */
-		uint64_t wait_ns = CHUNK_CYCLES * 1000000 / khz;
+		uint64_t wait_ns = level ? CHUNK_CYCLES * 1000000 / khz : 0;
 		struct timespec ts = { (time_t)(wait_ns / NS_PER_S), (long)(wait_ns % NS_PER_S) };
 		if (ppoll(fds.data(), fds.size(), idle ? nullptr : &ts, nullptr) < 0 && errno != EINTR)
 			die("ppoll");
@@ -583,8 +598,10 @@ int main(int argc, char **argv)
 				close(fds[i].fd);
 				clients.erase(std::find(clients.begin(), clients.end(), fds[i].fd));
 			}
-			if (wrote)
-				idle_again = 0; /* a new rate, burst or delay: check again before sleeping */
+			if (wrote) { /* a new rate, burst or delay: count quiet cycles from here, check again */
+				e->quiet = 0;
+				idle_again = 0;
+			}
 		}
 		if (e->quiet == 0)
 			idle_again = IDLE_CHECK_CYCLES;

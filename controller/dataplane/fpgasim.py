@@ -112,6 +112,8 @@ class FpgaSimBottleneck:
     _table: tuple[int, int] = field(default=(0, 0), init=False)
     """The flow table's offset and entry stride."""
     _seed: int = field(default=1, init=False)
+    _memory: tuple[int, int] = field(default=(0, 0), init=False)
+    """What the queue memory holds: bytes, frames."""
 
     @property
     def socket_path(self) -> Path:
@@ -141,6 +143,7 @@ class FpgaSimBottleneck:
                     f"{len(self.flows)} flows on link {self.run_id}: the element counts at most "
                     f"{self._entries - 1} by 5-tuple"
                 )
+            self._memory = self.queue_memory()
             self._install_flows()
             self._seed = seed & UNLIMITED or 1
             regs.write(fr.LOSS, LOSS_SEED, self._seed)
@@ -177,20 +180,23 @@ class FpgaSimBottleneck:
     # --- while running -----------------------------------------------------
 
     def _queue_limits(self, p: LinkParams) -> tuple[int, int]:
-        """(frames, bytes) limits: the spec's unit binds, the other is unlimited; refused beyond the memory."""
-        regs = self.regs
-        mem, most = regs.read(fr.QUEUE, Q_MEM_BYTES), regs.read(fr.QUEUE, Q_MAX_PKTS)
+        """(frames, bytes) limits: the spec's unit binds, the other is unlimited."""
         if p.queue_bytes is not None:
-            if p.queue_bytes > mem:
-                raise DataPlaneError(f"queue_bytes = {p.queue_bytes}: the element's queue memory holds {mem} bytes")
             return UNLIMITED, p.queue_bytes
-        pkts = p.queue_pkts or 100
-        if pkts > most or pkts * frame_bytes(p.mtu) > mem:
-            raise DataPlaneError(
-                f"queue_pkts = {pkts}: the element's queue holds at most {min(most, mem // frame_bytes(p.mtu))} "
-                f"full-size frames ({mem} bytes)"
-            )
-        return pkts, UNLIMITED
+        return p.queue_pkts or 100, UNLIMITED
+
+    def queue_memory(self) -> tuple[int, int]:
+        """(bytes, frames) the element's queue memory holds: below a larger limit, the memory is what binds."""
+        return self.regs.read(fr.QUEUE, Q_MEM_BYTES), self.regs.read(fr.QUEUE, Q_MAX_PKTS)
+
+    def _warn_memory(self, p: LinkParams) -> None:
+        mem, most = self._memory
+        pkts, nbytes = self._queue_limits(p)
+        if nbytes > mem and nbytes != UNLIMITED or pkts > min(most, mem // frame_bytes(p.mtu)):
+            log.warning(
+                "%s: queue limit %s exceeds the element's queue memory (%d bytes, %d frames): the memory binds",
+                self.run_id, f"{p.queue_bytes} bytes" if p.queue_bytes is not None else f"{pkts} frames", mem, most,
+            )  # fmt: skip
 
     def apply(self, p: LinkParams) -> None:
         """Write rate, burst, queue limits, delay and loss; every register may change while frames flow."""
@@ -201,6 +207,7 @@ class FpgaSimBottleneck:
         regs = self.regs
         rate = rate_q824(p.rate_bps, self.clock_khz)
         pkts, nbytes = self._queue_limits(p)
+        self._warn_memory(p)
         d = delay_cycles(p.delay_ms, self.clock_khz)
         beats = regs.read(fr.DELAY, DL_MEM_BEATS)
         need = p.rate_bps * d // (64 * self.clock_khz * 1000) + 1
@@ -269,7 +276,8 @@ class FpgaSimBottleneck:
             "clock_khz": self.clock_khz,
             "rate_q8_24": rate_q824(p.rate_bps, self.clock_khz) if p else None,
             "burst_bytes": 2 * frame_bytes(p.mtu) if p else None,
-            "queue_limit_pkts_bytes": list(self._queue_limits(p)) if p and self._regs else None,
+            "queue_limit_pkts_bytes": list(self._queue_limits(p)) if p else None,
+            "queue_memory_bytes_frames": list(self._memory),
             "delay_cycles": delay_cycles(p.delay_ms, self.clock_khz) if p else None,
             "loss_threshold": loss_threshold(p.per) if p else None,
             "loss_seed": self._seed,

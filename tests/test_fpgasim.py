@@ -9,15 +9,18 @@ bottleneck is the element, with its delay from the RTL delay line.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from controller import spec
 from controller.dataplane import DataPlaneError, fpgasim
 from controller.experiment import preflight
-from tests.conftest import missing_capability
+from tests.conftest import CCLAB, leftovers, missing_capability, pids
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS_MISSING = fpgasim.missing()
@@ -125,3 +128,56 @@ def test_run_on_the_element_in_the_loop(tmp_path: Path) -> None:
         assert 19.9 <= f["min_rtt_ms"] <= 23.0, f"{f['id']}: min RTT {f['min_rtt_ms']} ms, want 2 x 10 ms"
     rows = (out.run_dir / "flows.csv").read_text().splitlines()
     assert len(rows) == 1 + len(s["flows"])
+
+
+def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    """`cclab run` of the fpga spec in a process; returns once the harnesses run and traffic flows."""
+    spec_file = tmp_path / "fpga.toml"
+    spec_file.write_text(tomli_w.dumps(_raw()))
+    results = tmp_path / "r"
+    proc = subprocess.Popen(
+        [*CCLAB, "run", str(spec_file), "--no-live", "--no-plots", "--results", str(results)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (list(results.glob("fpga-*/iperf")) and len(pids(fpgasim.HARNESS)) == 2):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run did not start in time"
+        time.sleep(0.05)
+    return proc, next(results.glob("fpga-*"))
+
+
+@pytest.mark.root
+@pytest.mark.fpga
+@needs_harness
+@pytest.mark.skipif(ROOT_MISSING is not None, reason=f"{ROOT_MISSING}")
+@pytest.mark.usefixtures("clean_host")
+def test_sigint_stops_the_harnesses_and_leaves_nothing(tmp_path: Path) -> None:
+    proc, run_dir = _start_run(tmp_path)
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert not pids(fpgasim.HARNESS), "a harness outlived its run"
+    assert leftovers() == [], "left behind after SIGINT"
+    assert (run_dir / "INCOMPLETE").exists()
+
+
+@pytest.mark.root
+@pytest.mark.fpga
+@needs_harness
+@pytest.mark.skipif(ROOT_MISSING is not None, reason=f"{ROOT_MISSING}")
+@pytest.mark.usefixtures("clean_host")
+def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
+    """A SIGKILLed controller: its harnesses stop by themselves (the parent-death signal, removing their
+    sockets); the capture pairs, the steering program and its pins stay until `cclab clean`."""
+    proc, _run_dir = _start_run(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=10)
+    left = leftovers()
+    assert any(x.startswith("device cclabd") for x in left), f"no capture pair left to clean: {left}"
+    assert any(x.startswith("bpf pins") and "-fpga" in x for x in left), f"no pins left to clean: {left}"
+    out = subprocess.run([*CCLAB, "clean"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert not pids(fpgasim.HARNESS)
+    assert leftovers() == [], f"cclab clean left: {leftovers()}"

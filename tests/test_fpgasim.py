@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -102,10 +103,15 @@ def test_harness_usage_errors_are_one_line() -> None:
 ROOT_MISSING = missing_capability()
 
 
-@pytest.mark.root
-@pytest.mark.fpga
-@needs_harness
-@pytest.mark.skipif(ROOT_MISSING is not None, reason=f"{ROOT_MISSING}")
+def in_the_loop(test: Callable[..., None]) -> Callable[..., None]:
+    """Marks of a test on the element in a real network: root and the fpga tier, skipped with the reason."""
+    for mark in (pytest.mark.skipif(ROOT_MISSING is not None, reason=f"{ROOT_MISSING}"), needs_harness,
+                 pytest.mark.fpga, pytest.mark.root):  # fmt: skip
+        test = mark(test)
+    return test
+
+
+@in_the_loop
 def test_run_on_the_element_in_the_loop(tmp_path: Path) -> None:
     """A dumbbell at 20 Mbit/s, 10 ms each way from the RTL delay line: flows complete, the results come from
     the RTL's counters, and the base RTT is the element's 2 x 10 ms."""
@@ -147,10 +153,7 @@ def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     return proc, next(results.glob("fpga-*"))
 
 
-@pytest.mark.root
-@pytest.mark.fpga
-@needs_harness
-@pytest.mark.skipif(ROOT_MISSING is not None, reason=f"{ROOT_MISSING}")
+@in_the_loop
 @pytest.mark.usefixtures("clean_host")
 def test_sigint_stops_the_harnesses_and_leaves_nothing(tmp_path: Path) -> None:
     proc, run_dir = _start_run(tmp_path)
@@ -163,10 +166,7 @@ def test_sigint_stops_the_harnesses_and_leaves_nothing(tmp_path: Path) -> None:
     assert (run_dir / "INCOMPLETE").exists()
 
 
-@pytest.mark.root
-@pytest.mark.fpga
-@needs_harness
-@pytest.mark.skipif(ROOT_MISSING is not None, reason=f"{ROOT_MISSING}")
+@in_the_loop
 @pytest.mark.usefixtures("clean_host")
 def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
     """A SIGKILLed controller: its harnesses stop by themselves (the parent-death signal, removing their

@@ -3,8 +3,9 @@
 #   make deps     distribution packages (vm/provision.sh)
 #   make venv     .venv with cclab installed (sees the distribution's Mininet)
 #   make build    the kernel data plane (BPF), cclab-delay (delay/), hosts/cc
-#                 (algorithms, harness), and the BMv2 program into build/p4/
-#                 when p4c-bm2-ss is on PATH
+#                 (algorithms, harness), the BMv2 program into build/p4/
+#                 when p4c-bm2-ss is on PATH, and the FPGA element's in-the-loop
+#                 harness (fpga/sim/) when Verilator is
 #   make demo     deps + venv + build, then run experiments/demo.toml
 #   make check    lint, then every test that needs no root (no netns, VM or
 #                 BMv2) but the FPGA simulations (`pytest -m fpga`, about
@@ -47,7 +48,7 @@ Q := @
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all deps venv build p4 demo check test bench lint clean fpga-synth labs-figures
+.PHONY: all deps venv build p4 fpga-sim demo check test bench lint clean fpga-synth labs-figures
 
 all: build
 
@@ -77,12 +78,37 @@ $(BUILD)/delay_steer.bpf.o: delay/steer.bpf.c delay/delay.h $(BUILD)/vmlinux.h
 	$(Q)$(CLANG) -O2 -g -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
 		-I$(BUILD) -Idelay -c $< -o $@
 
-$(BUILD)/cclab-delay: delay/cclab_delay.c delay/delay.h
+$(BUILD)/cclab-delay: delay/cclab_delay.c delay/delay.h delay/pktsock.h
 	@printf '  %-8s %s\n' CC $@
 	$(Q)mkdir -p $(BUILD)
 	$(Q)$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -Idelay $< -o $@ -pthread
 
 DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
+
+# cclab-fpga-sim (fpga/sim/): the FPGA element Verilated into a C++ model, in the loop of a
+# real link (dataplane = "fpga-sim"), when Verilator is installed (`make deps`).  FPGA_SIM_KHZ is
+# the notional clock the harness ties simulated cycles to: 2.5 MHz x 8 bytes = 160 Mbit/s at most,
+# about half of what the model sustains here (4.9 million cycles/s, `cclab-fpga-sim --bench`),
+# so that both directions of a link keep up on a 2-core machine beside the traffic;
+# the queue and the delay line hold 2^15 beats (256 KiB) each (the queue's most: LEN_W - 1 bits).
+VERILATOR    ?= verilator
+FPGA_SIM_KHZ ?= 2500
+FPGA_RTL     := $(wildcard fpga/rtl/*.v)
+FPGA_SIM     := $(BUILD)/fpga-sim/cclab-fpga-sim
+HAVE_VERILATOR := $(shell command -v $(VERILATOR) 2>/dev/null)
+
+$(FPGA_SIM): $(FPGA_RTL) fpga/sim/harness.cpp fpga/sim/regproto.h delay/delay.h delay/pktsock.h
+	@printf '  %-8s %s\n' VERILATE $@
+	$(Q)mkdir -p $(BUILD)/fpga-sim
+	$(Q)$(VERILATOR) --cc --exe --build -j 2 -O3 --x-assign fast --x-initial fast --noassert \
+		-Wno-fatal -Wno-lint -Wno-style --top-module cclab_bottleneck \
+		-GCLK_KHZ=$(FPGA_SIM_KHZ) -GQ_ADDR_W=15 -GDL_ADDR_W=15 \
+		-CFLAGS "-std=c++17 -Wall -I$(CURDIR)/fpga/sim -I$(CURDIR)/delay" \
+		-MAKEFLAGS OPT_FAST=-O2 -MAKEFLAGS OPT_GLOBAL=-O2 \
+		-Mdir $(BUILD)/fpga-sim -o cclab-fpga-sim $(FPGA_RTL) $(CURDIR)/fpga/sim/harness.cpp >$(BUILD)/fpga-sim/build.log \
+		|| { cat $(BUILD)/fpga-sim/build.log; exit 1; }
+
+fpga-sim: $(if $(HAVE_VERILATOR),$(FPGA_SIM))
 
 # The BMv2 program, when p4c is installed (P4 is optional: the kernel target
 # needs none of it; `cclab check` says what a bmv2 spec is missing).
@@ -100,7 +126,7 @@ $(BUILD)/p4/bottleneck.p4info.txtpb: $(BUILD)/p4/bottleneck.json
 
 p4: $(if $(HAVE_P4C),$(P4_OUT))
 
-build: $(BUILD)/bottleneck.bpf.o $(DELAY_OUT) p4
+build: $(BUILD)/bottleneck.bpf.o $(DELAY_OUT) p4 fpga-sim
 	$(Q)$(MAKE) --no-print-directory -C hosts/cc
 
 demo: deps venv build

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import cc, system
-from controller.dataplane import DataPlaneError, delay, delayline
+from controller.dataplane import DataPlaneError, delay, delayline, fpgasim
 
 KERNEL, INSTALL, HOST = "kernel", "install", "host"
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -296,6 +296,14 @@ def tofino_target() -> Capability:
     )
 
 
+def fpgasim_target() -> Capability:
+    title = "data plane: fpga-sim (the FPGA element Verilated, in the loop)"
+    why = fpgasim.missing()
+    if why:
+        return Capability("dataplane.fpga-sim", title, False, why.split(";")[0], "make deps build")
+    return Capability("dataplane.fpga-sim", title, True, f"{fpgasim.BINARY.relative_to(system.REPO)} built")
+
+
 def dataplane_missing(dataplane: str) -> str | None:
     """What this machine lacks to run `dataplane`, in one line with the fix; None when nothing is missing.
 
@@ -303,6 +311,8 @@ def dataplane_missing(dataplane: str) -> str | None:
     """
     if dataplane == "tofino":
         return TOFINO_WHY
+    if dataplane == "fpga-sim":
+        return fpgasim.missing()
     if dataplane != "bmv2":
         return None
     prog, client = p4c(), finsy()
@@ -437,6 +447,7 @@ def probe_all() -> list[Capability]:
         switch,
         client,
         tofino_target(),
+        fpgasim_target(),
         delay_choice(),
         netem(),
         delay_line(),

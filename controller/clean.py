@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from controller import cc, system
-from controller.dataplane import delayline, remove_pins, sysctls
+from controller.dataplane import delayline, fpgasim, remove_pins, sysctls
 from controller.fabric import ovs
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def _is_ours(argv: list[str]) -> bool:
     if not argv:
         return False
     exe = os.path.basename(argv[0])
-    if exe in ("iperf3", delayline.ELEMENT):
+    if exe in ("iperf3", delayline.ELEMENT, fpgasim.HARNESS):
         return True
     # BMv2 switches of mininet/p4switch.py: P4Runtime on a socket under /run/cclab
     if exe == "simple_switch_grpc" and any(a.startswith(f"unix:{system.RUN_STATE}/bmv2-") for a in argv):
@@ -130,6 +130,9 @@ def clean() -> list[str]:
         if f.suffix in (".sock", ".pid"):
             f.unlink(missing_ok=True)
             done.append(f"file {f}")
+    for f in sorted(fpgasim.SOCKET_DIR.glob("*.sock")) if fpgasim.SOCKET_DIR.exists() else []:
+        f.unlink(missing_ok=True)
+        done.append(f"file {f}")
     if system.PIN_ROOT.exists():
         for d in sorted(system.PIN_ROOT.iterdir()):
             done.append(f"bpf pins {d}")

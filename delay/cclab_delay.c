@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "delay.h"
+#include "pktsock.h"
 
 #define MAX_LINES 64
 #define BATCH 32
@@ -431,31 +432,13 @@ static int control(void)
 
 static int packet_socket(const char *dev, int rx)
 {
-	int fd = socket(AF_PACKET, SOCK_RAW, 0), one = 1, bytes = SOCK_BUF_BYTES;
-	unsigned int mark = DL_MARK;
-	struct sockaddr_ll a = { .sll_family = AF_PACKET };
+	const char *what;
+	int fd = pkt_socket(dev, rx, 1, SOCK_BUF_BYTES, &what);
 
-	if (fd < 0)
-		die("socket(AF_PACKET)");
-	a.sll_ifindex = (int)if_nametoindex(dev);
-	if (!a.sll_ifindex) {
-		fprintf(stderr, "cclab-delay: no network device %s\n", dev);
+	if (fd < 0) {
+		fprintf(stderr, "cclab-delay: %s: %s: %s\n", dev, what, strerror(errno));
 		exit(1);
 	}
-	if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)))
-		die("PACKET_VNET_HDR");
-	if (rx) {
-		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)))
-			die("SO_RCVBUFFORCE");
-		a.sll_protocol = htons(ETH_P_ALL); /* bound to one device: only from now on */
-	} else {
-		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)))
-			die("SO_SNDBUFFORCE");
-		if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)))
-			die("SO_MARK");
-	}
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)))
-		die("bind");
 	return fd;
 }
 

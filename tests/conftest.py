@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controller import clean
-from controller.dataplane import Bottleneck, FlowKey, LinkParams, delayline, sysctls
+from controller.dataplane import Bottleneck, FlowKey, LinkParams, delayline, fpgasim, sysctls
 from controller.dataplane.targets import Placement, make_bottleneck
 from controller.measure.metrics import binomial_interval
 
@@ -161,9 +161,12 @@ def leftovers() -> list[str]:
         except OSError:
             continue
         if argv and (
-            os.path.basename(argv[0]) in ("iperf3", "cclab-delay") or any(a.startswith("mininet:") for a in argv)
+            os.path.basename(argv[0]) in ("iperf3", "cclab-delay", fpgasim.HARNESS)
+            or any(a.startswith("mininet:") for a in argv)
         ):
             found.append(f"process {d.name} {' '.join(argv)}")
+    if fpgasim.SOCKET_DIR.exists():
+        found += [f"file {f}" for f in sorted(fpgasim.SOCKET_DIR.glob("*.sock"))]
     for dev in os.listdir("/sys/class/net"):
         if clean.PORT.match(dev) or clean.BRIDGE.match(dev) or delayline.CAPTURE_DEV.match(dev):
             found.append(f"device {dev}")
@@ -217,24 +220,29 @@ def compile_p4(out: Path) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def kernel_dumbbell(run_id: str, params: LinkParams, static_arp: bool = False) -> Iterator[tuple[Any, Bottleneck]]:
-    """A one-pair dumbbell of Linux bridges whose s1-eth1 -> s2-eth1 is the kernel target's bottleneck, with the
-    host sysctls a run sets (the bridges without netfilter's hooks)."""
+def kernel_dumbbell(
+    run_id: str, params: LinkParams, static_arp: bool = False, target: str = "kernel", flows: tuple[FlowKey, ...] = ()
+) -> Iterator[tuple[Any, Bottleneck]]:
+    """A one-pair dumbbell of Linux bridges whose s1-eth1 -> s2-eth1 is the kernel target's bottleneck (or
+    `target`'s: fpga-sim takes s1-eth1's frames the same way), with the host sysctls a run sets (the bridges
+    without netfilter's hooks)."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
-    from controller.network.mininet import load_topology_module
+    from controller.network.mininet import load_p4switch_module, load_topology_module
 
     setLogLevel("error")
     mod = load_topology_module()
-    tuned = sysctls.NetworkSysctls(htb_links=True)
+    tuned = sysctls.NetworkSysctls(htb_links=target == "kernel")
     topo = mod.Dumbbell(pairs=1)
     net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
-    dp = make_bottleneck("kernel", Placement(run_id, "s1-eth1", "s2-eth1"))
+    dp = make_bottleneck(target, Placement(run_id, "s1-eth1", "s2-eth1", flows))
     try:
         net.start()
         if static_arp:
             net.staticArp()
+        if target == "fpga-sim":  # the harness re-sends raw frames: checksums must be complete
+            load_p4switch_module().checksum_offload_off(net.hosts)
         dp.setup(params, seed=7)
         yield net, dp
     finally:

@@ -1,8 +1,8 @@
 """Who delays a link's packets: the registry's targets and the runner's decision, without root.
 
 A target that does not delay by itself (kernel, bmv2, tofino) leaves delay to
-the link's delay element; one that does (a tiny target registered here for the
-test: the FPGA element will be the first real one) gets no delay element.
+the link's delay element; one that does (fpga-sim, and a tiny target
+registered here for the test) gets no delay element.
 """
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ def test_registry_holds_the_spec_names_and_each_target_says_who_delays() -> None
     assert tuple(targets.TARGETS) == network.DATAPLANES
     for name, t in targets.TARGETS.items():
         assert t.name == name
-        assert t.cls.delays_itself is False, f"{name}: no target here delays by itself yet"
-    assert targets.in_mininet() == ("kernel", "bmv2")
+        assert t.cls.delays_itself is (name == "fpga-sim"), f"{name}: only the FPGA element delays by itself"
+    assert targets.in_mininet() == ("kernel", "bmv2", "fpga-sim")
 
 
 def test_unknown_target_is_named_with_the_choices() -> None:
     at = targets.Placement("x", "a", "b")
-    with pytest.raises(DataPlaneError, match=r"dataplane 'fpga' is not one of kernel, bmv2, tofino"):
+    with pytest.raises(DataPlaneError, match=r"dataplane 'fpga' is not one of kernel, bmv2, tofino, fpga-sim$"):
         targets.make_bottleneck("fpga", at)
 
 
@@ -63,7 +63,8 @@ def test_delay_element_on_every_delayed_link_of_a_target_that_does_not_delay() -
     delayed = [lk.id for lk in g.links if lk.spec.has_delay]
     assert delayed, "the graph has no delayed link to decide about"
     for name in network.DATAPLANES:
-        assert [lk.id for lk in delay_element_links(g, name)] == delayed, name
+        want = [] if name == "fpga-sim" else delayed
+        assert [lk.id for lk in delay_element_links(g, name)] == want, name
     plain = network.presets.dumbbell(1, network.LinkSpec(rate_mbps=10))
     assert delay_element_links(plain, "kernel") == []
 

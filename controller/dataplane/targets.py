@@ -14,6 +14,7 @@ from typing import Any
 
 from controller.dataplane import Bottleneck, DataPlaneError, FlowKey
 from controller.dataplane.bmv2 import Bmv2Bottleneck
+from controller.dataplane.fpgasim import FpgaSimBottleneck
 from controller.dataplane.kernel import KernelBottleneck
 from controller.dataplane.p4common import Route
 from controller.dataplane.tofino import TofinoBottleneck
@@ -67,12 +68,17 @@ def _tofino(at: Placement) -> TofinoBottleneck:
     )
 
 
+def _fpgasim(at: Placement) -> FpgaSimBottleneck:
+    return FpgaSimBottleneck(at.run_id, at.egress_dev, at.ingress_dev, flows=at.flows)
+
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
         Target("kernel", KernelBottleneck, _kernel, in_mininet=True),
         Target("bmv2", Bmv2Bottleneck, _bmv2, in_mininet=True),
         Target("tofino", TofinoBottleneck, _tofino, in_mininet=False),
+        Target("fpga-sim", FpgaSimBottleneck, _fpgasim, in_mininet=True),
     )
 }
 assert tuple(TARGETS) == DATAPLANES, f"targets {tuple(TARGETS)} against the spec's dataplane names {DATAPLANES}"

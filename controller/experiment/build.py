@@ -249,7 +249,8 @@ class Experiment:
         # ARP is static: the P4 program forwards IPv4 only, and on every target an ARP request dropped by a
         # full emulated queue would hold a flow's first packets back for a second (the ARP retry time)
         net.staticArp()
-        if bmv2 or self.ovs:  # both re-send raw frames: checksums must be complete (mininet/p4switch.py)
+        if bmv2 or self.ovs or self.spec.dataplane == "fpga-sim":
+            # all three re-send raw frames: checksums must be complete (mininet/p4switch.py)
             load_p4switch_module().checksum_offload_off(net.hosts)
         bufs = socket_buffer_bytes(self.spec)
         for h in net.hosts:

@@ -21,11 +21,10 @@ class RunError(RuntimeError):
 
 
 def delay_element_links(graph: Graph, dataplane: str) -> list[Link]:
-    """The links whose delay a delay element carries: every link with a delay, unless the target delays by
-    itself (it then has the delay in its LinkParams, and the link gets no delay element)."""
-    if target(dataplane).cls.delays_itself:
-        return []
-    return [lk for lk in graph.links if lk.spec.has_delay]
+    """The links whose delay a delay element carries: every link with a delay, but the emulated ones of a target
+    that delays by itself (it then has the delay in its LinkParams, and the link gets no delay element)."""
+    itself = target(dataplane).cls.delays_itself
+    return [lk for lk in graph.links if lk.spec.has_delay and not (itself and lk.spec.emulated)]
 
 
 def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, list[str]]:
@@ -35,7 +34,7 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
     if missing:
         raise RunError(f"dataplane = {spec.dataplane!r} cannot run here: {missing}")
     system.require_root()
-    if spec.dataplane == "kernel":
+    if spec.dataplane in ("kernel", "fpga-sim"):  # fpga-sim: bpftool for the steering program, ethtool
         system.require_tools(*capabilities.KERNEL_TOOLS)
     else:
         system.require_tools(*capabilities.BMV2_HOST_TOOLS)

@@ -17,7 +17,7 @@ from controller.network.graph import (
 
 #: the data-plane targets an emulated link can run on, by name (the spec's `dataplane`); the registry that
 #: makes them (controller/dataplane/targets.py) holds exactly these
-DATAPLANES = ("kernel", "bmv2", "tofino")
+DATAPLANES = ("kernel", "bmv2", "tofino", "fpga-sim")
 
 __all__ = [
     "DATAPLANES",

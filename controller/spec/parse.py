@@ -622,6 +622,24 @@ def _check_emulation(graph: Graph, dataplane: str) -> None:
             raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the BMv2 program yet; use i.i.d. per on bmv2")
         if lk.spec.red is not None and dataplane == "tofino":
             raise _fail(f"{where}.red", "{...}", "not in the TNA program yet; RED runs on the kernel and bmv2 targets")
+        if dataplane == "fpga-sim":
+            _check_fpga_link(lk, where)
+
+
+def _check_fpga_link(lk: Link, where: str) -> None:
+    """The FPGA element delays the direction it emulates, by a fixed number of cycles, with i.i.d. loss."""
+    if lk.spec.has_delay and not lk.both:
+        raise _fail(
+            f"{where}.both", False,
+            "fpga-sim delays inside the element of each emulated direction: set both = true so that the reverse "
+            "direction (the ACKs) is delayed too",
+        )  # fmt: skip
+    if lk.spec.jitter_ms:
+        raise _fail(f"{where}.jitter_ms", lk.spec.jitter_ms, "the FPGA element's delay line has no jitter; use 0")
+    if lk.spec.gilbert_elliott is not None:
+        raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the FPGA element; use i.i.d. per on fpga-sim")
+    if lk.spec.red is not None:
+        raise _fail(f"{where}.red", "{...}", "not in the FPGA element yet; RED runs on the kernel and bmv2 targets")
 
 
 def _check_switches(graph: Graph, dataplane: str, switches: str) -> None:

@@ -31,7 +31,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 from scapy.utils import RawPcapReader
 
-from controller.dataplane import COUNTER_FIELDS, Bottleneck, FlowCounters, FlowKey, LinkParams, Snapshot
+from controller.dataplane import COUNTER_FIELDS, Bottleneck, FlowCounters, FlowKey, LinkParams, Snapshot, fpgasim
 from controller.dataplane.targets import in_mininet
 from tests.conformance.wire import write_pcap
 from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, bmv2_dumbbell, kernel_dumbbell
@@ -54,7 +54,10 @@ MAGIC = b"CCcf"
 #: Ethernet + IPv4 + UDP headers; a full-size frame is 1514 bytes (MTU 1500, no FCS)
 FULL_FRAME = 1514
 #: what a target needs beyond root to run here (skipped with the reason otherwise; under CI=true a failure)
-NEEDS = {"bmv2": [pytest.mark.bmv2, pytest.mark.skipif(bool(BMV2_MISSING), reason=BMV2_SKIP_REASON)]}
+NEEDS = {
+    "bmv2": [pytest.mark.bmv2, pytest.mark.skipif(bool(BMV2_MISSING), reason=BMV2_SKIP_REASON)],
+    "fpga-sim": [pytest.mark.fpga, pytest.mark.skipif(fpgasim.missing() is not None, reason=f"{fpgasim.missing()}")],
+}
 TARGETS = [pytest.param(name, marks=NEEDS.get(name, [])) for name in in_mininet()]
 
 
@@ -215,6 +218,7 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     beds = {
         "kernel": lambda: kernel_dumbbell("pytest-conformance", BASE, static_arp=True),
         "bmv2": lambda: bmv2_dumbbell("pytest-conformance", tmp / "p4", DECLARED, BASE),
+        "fpga-sim": lambda: kernel_dumbbell("pytest-conformance", BASE, True, target="fpga-sim", flows=DECLARED),
     }
     if name not in beds:
         pytest.fail(f"target {name!r} is registered to run here but has no conformance bed: add one to `beds`")

@@ -213,7 +213,7 @@ def shared_kernel_state(spec_file: Path) -> Iterator[None]:
     with _hold_state() as state:
         if not state["holders"] and htb_hysteresis_wanted():  # first in (a killed sweep's record is stale)
             state["sysctls"] = sysctls.HostSysctls(sysctls.HTB_HYSTERESIS).apply()
-        state["algorithms"] += [n for n in cc.load(s.algos) if n not in state["algorithms"]]
+        state["algorithms"] += [n for n in cc.load(s.algos, sources=s.cc_sources) if n not in state["algorithms"]]
         state["holders"].append(me)
     try:
         yield

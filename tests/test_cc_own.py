@@ -82,6 +82,16 @@ def test_a_bad_source_is_refused_in_one_line(tmp_path: Path, files: list[str], a
     assert "\n" not in msg and "flows[" in msg and says in msg, msg
 
 
+def test_runs_side_by_side_refuse_it(tmp_path: Path) -> None:
+    """Each run builds and registers its own algorithm, so a sweep with --jobs N > 1 refuses the spec."""
+    from controller.experiment import executors
+
+    shutil.copyfile(SOLUTION, tmp_path / "mycc.bpf.c")
+    with pytest.raises(executors.ExecutorError, match="runs mycc from mycc.bpf.c, .* use --jobs 1"):
+        executors.shareable(_spec(tmp_path, "mycc.bpf.c"))
+    executors.shareable(_spec(tmp_path, "reno"))
+
+
 @needs_build
 def test_the_lab_solution_builds_as_cclabs_own_objects_do(tmp_path: Path) -> None:
     out = tmp_path / "mycc.bpf.o"

@@ -159,8 +159,15 @@ HOLD_LOCK = system.RUN_STATE / "shared-kernel.lock"
 
 def shareable(spec_file: Path) -> None:
     """Refuse a point whose run cannot share the kernel's algorithm registry with others: a run registers
-    tunables of its own only where the algorithm is not registered yet."""
+    tunables of its own only where the algorithm is not registered yet, and builds and registers an algorithm
+    of one's own (algo = "<name>.bpf.c") for itself alone."""
     s = spec.load(spec_file)
+    if s.cc_sources:
+        name = sorted(s.cc_sources)[0]
+        raise ExecutorError(
+            f"{spec_file.name}: runs {name} from {s.cc_sources[name].name}, which each run builds and registers "
+            "for itself: use --jobs 1"
+        )
     if s.algo_params:
         name = sorted(s.algo_params)[0]
         raise ExecutorError(
@@ -213,7 +220,7 @@ def shared_kernel_state(spec_file: Path) -> Iterator[None]:
     with _hold_state() as state:
         if not state["holders"] and htb_hysteresis_wanted():  # first in (a killed sweep's record is stale)
             state["sysctls"] = sysctls.HostSysctls(sysctls.HTB_HYSTERESIS).apply()
-        state["algorithms"] += [n for n in cc.load(s.algos, sources=s.cc_sources) if n not in state["algorithms"]]
+        state["algorithms"] += [n for n in cc.load(s.algos) if n not in state["algorithms"]]
         state["holders"].append(me)
     try:
         yield

@@ -8,6 +8,13 @@ only its eBPF form couples the subflows of a connection (the module cannot
 reach the MPTCP token), so it loads as eBPF wherever the kernel takes that
 form (6.2 and newer: bpf_rdonly_cast), and as the uncoupled module only where
 it does not.
+
+A spec may also name an algorithm of its own, `algo = "<name>.bpf.c"`: a
+struct_ops source built here with the flags and headers of cclab's own eBPF
+objects (hosts/cc/Makefile, print-bpf-cflags), registered for the run under
+the name its tcp_congestion_ops table gives (which must be <name>) and
+unregistered after it; /run/cclab/own-cc/ records each one registered, so
+that `cclab clean` can unregister what a crashed run left.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import struct
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +38,10 @@ KMOD_DIR = CC_DIR / "build" / "kmod"
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 #: algorithms whose eBPF form does more than their module, and what
 EBPF_FIRST = {"mptcpw": "coupled subflows (its module runs each subflow alone)"}
+#: one empty file per algorithm of one's own registered now, by name
+OWN_STATE = system.RUN_STATE / "own-cc"
+#: compiler lines an error shows at most (the rest: `cclab cc build FILE`)
+ERROR_LINES = 30
 
 
 class CcError(RuntimeError):
@@ -134,17 +146,31 @@ def check_available(names: tuple[str, ...] | list[str]) -> None:
         raise CcError(f"algorithm {n} is not available in this kernel (it has: {', '.join(have)})")
 
 
-def load(names: list[str] | tuple[str, ...], params: dict[str, dict[str, int]] | None = None) -> list[str]:
+def load(
+    names: list[str] | tuple[str, ...],
+    params: dict[str, dict[str, int]] | None = None,
+    sources: dict[str, Path] | None = None,
+) -> list[str]:
     """Register each of cclab's algorithms not yet present; return the names registered now.
 
     ``params`` sets tunables (hosts/cc/algos.toml) of the ones loaded now; an
     algorithm registered before with tunables asked for is refused, as its
-    settings cannot be changed in place.
+    settings cannot be changed in place.  ``sources`` maps a name to the source
+    of an algorithm of one's own (a spec's ``algo = "<name>.bpf.c"``): built and
+    registered now; one registered already is refused (an older build of it).
     """
     system.require_root()
-    params = params or {}
+    params, sources = params or {}, sources or {}
     done: list[str] = []
     for n in names:
+        if n in sources:
+            try:
+                load_own(n, sources[n])
+            except CcError:
+                unload(done)
+                raise
+            done.append(n)
+            continue
         if n not in CCLAB_ALGOS:
             if n in available():
                 continue
@@ -223,6 +249,66 @@ def _register(n: str, values: dict[str, int]) -> None:
         system.run(["bpftool", "struct_ops", "register", str(obj)])
 
 
+class BuildError(CcError):
+    """An algorithm of one's own does not compile: the message is one line, `lines` the compiler's output."""
+
+    def __init__(self, source: Path, lines: list[str]) -> None:
+        first = next((ln.strip() for ln in lines if "error" in ln), lines[0].strip() if lines else "no output")
+        super().__init__(f"{source} does not compile: {first} (the whole output: cclab cc build {source})")
+        self.lines = lines
+
+
+def build_own(source: Path, out: Path) -> None:
+    """Compile a struct_ops source as cclab's own eBPF algorithms are (same compiler, flags and headers)."""
+    if not (CC_DIR / "build" / "vmlinux.h").exists():
+        raise CcError(f"{CC_DIR / 'build' / 'vmlinux.h'} is missing; run `make build` first")
+    proc = system.run(["make", "-s", "--no-print-directory", "-C", str(CC_DIR), "print-bpf-cflags"])
+    clang, flags = proc.stdout.splitlines()[:2]
+    args = [clang, *flags.split(), "-c", str(source.resolve()), "-o", str(out.resolve())]
+    log.debug("build %s", args)
+    try:  # the -I paths are relative: run from hosts/cc, as the Makefile does
+        done = subprocess.run(args, cwd=CC_DIR, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise CcError(f"{clang} is not installed; run `make deps` (as root)") from None
+    if done.returncode != 0:
+        raise BuildError(source, done.stderr.strip().splitlines())
+
+
+def load_own(name: str, source: Path) -> None:
+    """Build an algorithm of one's own and register it; it must register exactly `name`."""
+    if name in available():
+        raise CcError(
+            f"{name} is registered already (an earlier build of {source.name}?): `cclab clean` unregisters "
+            f"what a run left, `bpftool struct_ops unregister name {name}` any other"
+        )
+    with tempfile.TemporaryDirectory(prefix=f"cclab-{name}-") as tmp:
+        obj = Path(tmp) / f"{name}.bpf.o"
+        build_own(source, obj)
+        before = set(available())
+        OWN_STATE.mkdir(parents=True, exist_ok=True)
+        (OWN_STATE / name).touch()  # before registering: a crash in between still leaves `cclab clean` its name
+        try:
+            system.run(["bpftool", "struct_ops", "register", str(obj)])
+        except system.SystemError_ as exc:
+            (OWN_STATE / name).unlink(missing_ok=True)
+            raise CcError(f"registering {source.name}: {exc}") from None
+    new = sorted(set(available()) - before)
+    if name not in new:
+        for other in new:
+            system.run(["bpftool", "struct_ops", "unregister", "name", other], check=False)
+        (OWN_STATE / name).unlink(missing_ok=True)
+        raise CcError(
+            f"{source.name} registers {', '.join(new) or 'no congestion control'}, not {name}: "
+            f'its tcp_congestion_ops .name must be "{name}", the name of the file'
+        )
+    log.info("loaded %s (eBPF struct_ops, built from %s)", name, source)
+
+
+def own_recorded() -> list[str]:
+    """The algorithms of one's own a run registered and has not unregistered yet (or a crashed run left)."""
+    return sorted(p.name for p in OWN_STATE.iterdir()) if OWN_STATE.is_dir() else []
+
+
 def rodata_offsets(elf: bytes | bytearray) -> dict[str, int]:
     """File offsets of the 4-byte variables in a BPF object's .rodata section, by name (ELF64, little endian)."""
     if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
@@ -254,11 +340,19 @@ def rodata_offsets(elf: bytes | bytearray) -> dict[str, int]:
     return out
 
 
-def describe(names: tuple[str, ...] | list[str], params: dict[str, dict[str, int]], loaded: list[str]) -> dict:
-    """For the manifest: each algorithm's form and, for cclab's, the tunables it runs with where they are known."""
+def describe(
+    names: tuple[str, ...] | list[str],
+    params: dict[str, dict[str, int]],
+    loaded: list[str],
+    sources: dict[str, Path] | None = None,
+) -> dict:
+    """For the manifest: each algorithm's form and, for cclab's, the tunables it runs with where they are known;
+    for one of one's own, the source it was built from."""
     out: dict[str, dict] = {}
     for n in names:
         entry: dict = {"form": loaded_form(n)}
+        if sources and n in sources:
+            entry["source"] = str(sources[n])
         if n in CCLAB_ALGOS:
             if n in loaded:
                 entry["params"] = algos.with_defaults(n, params.get(n, {}))
@@ -281,11 +375,11 @@ def _sysfs_int(path: Path) -> int | None:
 
 
 def unload(names: list[str] | tuple[str, ...]) -> None:
-    """Unload cclab's algorithms by name, module or struct_ops (absent ones are skipped)."""
+    """Unload cclab's algorithms and those of one's own by name, module or struct_ops (absent ones are skipped)."""
     for n in names:
-        if n not in available():
-            continue
-        if _loaded_as_module(n):  # ours or an in-tree one cclab modprobed
-            system.run(["rmmod", f"tcp_{n}"], check=False)
-        elif n in CCLAB_ALGOS:
-            system.run(["bpftool", "struct_ops", "unregister", "name", n], check=False)
+        if n in available():
+            if _loaded_as_module(n):  # ours or an in-tree one cclab modprobed
+                system.run(["rmmod", f"tcp_{n}"], check=False)
+            elif n in CCLAB_ALGOS or (OWN_STATE / n).exists():
+                system.run(["bpftool", "struct_ops", "unregister", "name", n], check=False)
+        (OWN_STATE / n).unlink(missing_ok=True)

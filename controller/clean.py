@@ -144,7 +144,8 @@ def clean() -> list[str]:
         executors.HOLD.unlink()
         done.append(f"file {executors.HOLD}")
     ours = [n for n in cc.available() if n in cc.CCLAB_ALGOS]
-    if ours:
-        cc.unload(ours)
-        done += [f"algorithm {n}" for n in ours]
+    own = cc.own_recorded()  # a stale record (its algorithm gone) is removed with the others
+    if ours or own:
+        cc.unload(ours + own)
+        done += [f"algorithm {n}" for n in ours + own]
     return done

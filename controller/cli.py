@@ -28,6 +28,7 @@ from controller.measure.monitor import LiveState
 from controller.network import units
 from controller.results import rundir
 from controller.results.claims import ClaimsError
+from controller.spec import algos
 from controller.spec import sweep as sweep_spec
 from controller.vm.share import require_inside
 from hosts.traffic import TrafficError
@@ -535,6 +536,8 @@ def _cmd_cc(args: argparse.Namespace) -> int:
             who = "cclab" if st.ours else "kernel"
             out.print(f"{st.name:14} {who:7} {mark:7} {st.form}")
         return 0
+    if args.cc_cmd == "build":
+        return _cc_build(Path(args.source), args.out)
     if args.cc_cmd == "load":
         loaded = cc.load(args.names)
         for n in args.names:
@@ -542,6 +545,30 @@ def _cmd_cc(args: argparse.Namespace) -> int:
         return 0
     cc.unload(args.names)
     out.print(f"unloaded: {', '.join(args.names)}")
+    return 0
+
+
+def _cc_build(source: Path, out_arg: str | None) -> int:
+    """`cclab cc build X.bpf.c`: compile an algorithm of one's own as a run would, with the compiler's whole output."""
+    name = algos.own_name(source)
+    if name is None:
+        raise cc.CcError(
+            f"{source}: the file's name must be <name>.bpf.c, <name> of a-z, 0-9 and _ (at most 15): its algorithm's"
+        )
+    if not source.is_file():
+        raise cc.CcError(f"{source}: no such file")
+    out_path = Path(out_arg) if out_arg else source.with_name(f"{name}.bpf.o")
+    try:
+        cc.build_own(source, out_path)
+    except cc.BuildError as exc:
+        for line in exc.lines:
+            out.print(line, markup=False, highlight=False)
+        raise
+    out.print(
+        f'built {out_path}: a spec runs it as algo = "{source.name}" (registered as {name})',
+        highlight=False,
+        soft_wrap=True,
+    )
     return 0
 
 
@@ -747,6 +774,14 @@ def parser() -> argparse.ArgumentParser:
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")
     ksub = k.add_subparsers(dest="cc_cmd", required=True, metavar="ACTION")
     ksub.add_parser("list", help="what the kernel offers and what cclab can load")
+    kb = ksub.add_parser(
+        "build",
+        help="compile a congestion control of your own (NAME.bpf.c, struct_ops) as a run would; no root needed",
+        description="Compile NAME.bpf.c with the compiler, flags and headers of cclab's own eBPF algorithms "
+        '(hosts/cc), printing the compiler\'s whole output. A spec runs it with algo = "NAME.bpf.c".',
+    )
+    kb.add_argument("source", metavar="NAME.bpf.c")
+    kb.add_argument("-o", "--out", metavar="FILE", help="the object to write (default NAME.bpf.o beside the source)")
     for name, text in (("load", "register cclab algorithms (eBPF struct_ops here)"), ("unload", "unregister them")):
         kp = ksub.add_parser(name, help=text)
         kp.add_argument("names", nargs="+", metavar="NAME", choices=spec.CCLAB_ALGOS + spec.KERNEL_ALGOS)

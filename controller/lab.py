@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import shutil
 import statistics
@@ -125,6 +126,15 @@ def _summary(run: Path) -> dict[str, Any]:
     return data
 
 
+def _read_number(path: Path, made_by: str) -> float:
+    if not path.exists():
+        raise LabError(f"{path.parent}: no {path.name} ({made_by} writes it: run it on your runs)")
+    try:
+        return float(path.read_text())
+    except ValueError:
+        raise LabError(f"{path}: {path.read_text().strip()!r} is not a number") from None
+
+
 def srtt_median_ms(run: Path, flow: str | None) -> float:
     """The flow's median smoothed RTT (cwnd.csv, the sender's tcp_info), in ms."""
     samples = [int(r["srtt_us"]) / 1000 for r in _rows(run, "cwnd.csv") if r["flow"] == flow and int(r["srtt_us"])]
@@ -169,14 +179,55 @@ def completion_mean_s(run: Path, flow: str | None) -> float:
 
 def jain_by_hand_error(run: Path, flow: str | None) -> float:
     """How far the Jain's index a student's script wrote into the run's folder (jain_by_hand.txt) is from cclab's."""
-    path = run / "jain_by_hand.txt"
-    if not path.exists():
-        raise LabError(f"{run}: no jain_by_hand.txt (the lab's analyze.py writes it: run it on your runs)")
-    try:
-        mine = float(path.read_text())
-    except ValueError:
-        raise LabError(f"{path}: {path.read_text().strip()!r} is not a number") from None
-    return abs(mine - jain(run, None))
+    return abs(_read_number(run / "jain_by_hand.txt", "the lab's analyze.py") - jain(run, None))
+
+
+def loss_rate(run: Path, flow: str | None) -> float:
+    """The share of the flow's packets lost in the network (flows.csv: random and queue drops over all it sent)."""
+    row = _flow_row(run, flow)
+    lost = int(row["random_drops"]) + int(row["queue_drops"])
+    sent = int(row["packets"]) + lost
+    if not sent:
+        raise LabError(f"{run}: flow {flow!r} sent nothing")
+    return lost / sent
+
+
+def mathis_mbps(run: Path, flow: str | None) -> float:
+    """Reno's throughput by the Mathis model for the flow, (MSS / RTT) * sqrt(3 / (2p)), in Mbit/s: its MSS and
+    median smoothed RTT (cwnd.csv) and its loss rate p (flows.csv). Mathis, Semke, Mahdavi and Ott, "The
+    Macroscopic Behavior of the TCP Congestion Avoidance Algorithm", ACM CCR 1997."""
+    p = loss_rate(run, flow)
+    if p == 0:
+        raise LabError(f"{run}: flow {flow!r} lost no packet: the Mathis model needs a loss rate above 0")
+    mss = statistics.median(int(r["mss"]) for r in _rows(run, "cwnd.csv") if r["flow"] == flow and int(r["srtt_us"]))
+    return mss * 8 / (srtt_median_ms(run, flow) / 1e3) * math.sqrt(3 / (2 * p)) / 1e6
+
+
+def over_mathis(run: Path, flow: str | None) -> float:
+    """The flow's throughput over what the Mathis model gives it (1: the model holds)."""
+    return throughput_mbps(run, flow) / mathis_mbps(run, flow)
+
+
+def mathis_by_hand_error(run: Path, flow: str | None) -> float:
+    """How far, relatively, the Mathis model's throughput a student's script wrote into the run's folder
+    (mathis_by_hand.txt, Mbit/s) is from the one computed here from the same inputs."""
+    mine = _read_number(run / "mathis_by_hand.txt", "the lab's analyze.py")
+    return abs(mine / mathis_mbps(run, flow) - 1)
+
+
+def cut_factor(run: Path, flow: str | None) -> float:
+    """How far the flow cuts its window on a loss: the median, over the samples where its ssthresh changed,
+    of the new ssthresh over the window of the sample before (cwnd.csv, one sample per interval_s; Reno: 0.5;
+    an algorithm that never backs off: 1 or more)."""
+    samples = [r for r in _rows(run, "cwnd.csv") if r["flow"] == flow]
+    cuts = [
+        int(now["ssthresh_pkts"]) / int(before["cwnd_pkts"])
+        for before, now in zip(samples, samples[1:])
+        if now["ssthresh_pkts"] != before["ssthresh_pkts"] and int(before["cwnd_pkts"]) > 0
+    ]
+    if not cuts:
+        raise LabError(f"{run}: flow {flow!r} never set its ssthresh (cwnd.csv): it saw no loss")
+    return statistics.median(cuts)
 
 
 METRICS: dict[str, Callable[[Path, str | None], float]] = {
@@ -187,8 +238,22 @@ METRICS: dict[str, Callable[[Path, str | None], float]] = {
     "utilization": utilization,
     "jain": jain,
     "jain_by_hand_error": jain_by_hand_error,
+    "loss_rate": loss_rate,
+    "mathis_mbps": mathis_mbps,
+    "over_mathis": over_mathis,
+    "mathis_by_hand_error": mathis_by_hand_error,
+    "cut_factor": cut_factor,
 }
-PER_FLOW = ("srtt_median_ms", "completion_s", "throughput_mbps")
+PER_FLOW = (
+    "srtt_median_ms",
+    "completion_s",
+    "throughput_mbps",
+    "loss_rate",
+    "mathis_mbps",
+    "over_mathis",
+    "mathis_by_hand_error",
+    "cut_factor",
+)
 
 
 # --- labs ------------------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ check meant to catch it."""
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 import re
 import shutil
@@ -88,6 +90,59 @@ def test_no_runs_fails_every_check(tmp_path: Path) -> None:
     assert all(not c["passed"] and "no complete run named" in c["message"] for c in verdict["checks"]), verdict
 
 
+# --- the metrics, on a run's files written here ------------------------------------------------------------------
+
+
+def _run_files(run: Path, flows: list[dict[str, object]], cwnd: list[dict[str, object]]) -> Path:
+    run.mkdir()
+    for name, rows in (("flows.csv", flows), ("cwnd.csv", cwnd)):
+        with (run / name).open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return run
+
+
+def _samples(flow: str, windows: list[tuple[int, int]]) -> list[dict[str, object]]:
+    return [
+        {"t_s": i / 10, "flow": flow, "cwnd_pkts": w, "ssthresh_pkts": ss, "srtt_us": 40_000, "mss": 1448}
+        for i, (w, ss) in enumerate(windows)
+    ]
+
+
+def test_cut_factor_is_the_new_ssthresh_over_the_window_before(tmp_path: Path) -> None:
+    """Reno's halving reads 0.5, a window kept on a loss 1; a flow that never set its ssthresh has none."""
+    inf = 2147483647
+    halves = [(10, inf), (20, inf), (30, inf), (16, 15), (20, 15), (24, 15), (12, 12), (14, 12)]
+    keeps = [(10, inf), (30, inf), (30, 30), (31, 30), (32, 30), (32, 32)]
+    flows = [{"id": f, "throughput_bps": 1e6, "packets": 1000, "random_drops": 0, "queue_drops": 0} for f in "abc"]
+    cwnd = _samples("a", halves) + _samples("b", keeps) + _samples("c", [(10, inf), (20, inf)])
+    run = _run_files(tmp_path / "run", flows, cwnd)
+    assert lab.cut_factor(run, "a") == 0.5
+    assert lab.cut_factor(run, "b") == 1.0
+    with pytest.raises(lab.LabError, match="'c' never set its ssthresh"):
+        lab.cut_factor(run, "c")
+
+
+def test_mathis_model_from_the_flows_own_mss_rtt_and_loss_rate(tmp_path: Path) -> None:
+    """p = drops over packets sent, RTT the median srtt, MSS from cwnd.csv: (MSS / RTT) sqrt(3 / 2p), in Mbit/s."""
+    flows = [
+        {"id": "f1", "throughput_bps": 3e6, "packets": 9900, "random_drops": 99, "queue_drops": 1},
+        {"id": "f2", "throughput_bps": 3e6, "packets": 9900, "random_drops": 0, "queue_drops": 0},
+    ]
+    run = _run_files(tmp_path / "run", flows, _samples("f1", [(10, 5)] * 3) + _samples("f2", [(10, 5)] * 3))
+    expect = 1448 * 8 / 0.040 * math.sqrt(3 / (2 * 0.01)) / 1e6  # 3.547 Mbit/s
+    assert lab.loss_rate(run, "f1") == pytest.approx(0.01)
+    assert lab.mathis_mbps(run, "f1") == pytest.approx(expect)
+    assert lab.over_mathis(run, "f1") == pytest.approx(3.0 / expect)
+    with pytest.raises(lab.LabError, match="lost no packet"):
+        lab.mathis_mbps(run, "f2")
+    with pytest.raises(lab.LabError, match="no mathis_by_hand.txt"):
+        lab.mathis_by_hand_error(run, "f1")
+    (run / "mathis_by_hand.txt").write_text(f"{expect * 8}\n")  # bits counted as bytes: eight times too much
+    assert lab.mathis_by_hand_error(run, "f1") == pytest.approx(7.0)
+
+
 # --- real runs: the handout as written, then the wrong variant --------------------------------------------------
 
 
@@ -127,7 +182,7 @@ def test_handout_runs_and_solution_passes(handout_run: tuple[lab.Lab, Path]) -> 
 
 
 #: lab number -> the check its wrong variant must fail
-WRONG_CAUGHT_BY = {1: "rtt-q5", 2: "jain-mixed"}
+WRONG_CAUGHT_BY = {1: "rtt-q5", 2: "jain-mixed", 3: "westwood-gain", 4: "backs-off"}
 
 
 @pytest.mark.root

@@ -273,5 +273,7 @@ def test_choices_come_from_the_parsers_vocabularies() -> None:
     assert props["dataplane"]["enum"] == list(spec.DATAPLANES)
     assert props["topology"]["properties"]["kind"]["enum"] == list(spec.TOPOLOGIES)
     assert props["flows"]["items"]["properties"]["kind"]["enum"] == list(spec.FLOW_KINDS)
-    assert set(props["flows"]["items"]["properties"]["algo"]["enum"]) == set(spec.CCLAB_ALGOS + spec.KERNEL_ALGOS)
+    named, own = props["flows"]["items"]["properties"]["algo"]["anyOf"]
+    assert set(named["enum"]) == set(spec.CCLAB_ALGOS + spec.KERNEL_ALGOS)
+    assert re.match(own["pattern"], "labs/04-own-cc/mycc.bpf.c") and not re.match(own["pattern"], "My-CC.bpf.c")
     assert props["bottleneck"]["properties"]["rate_mbps"]["description"].startswith("Link rate")

@@ -159,8 +159,15 @@ HOLD_LOCK = system.RUN_STATE / "shared-kernel.lock"
 
 def shareable(spec_file: Path) -> None:
     """Refuse a point whose run cannot share the kernel's algorithm registry with others: a run registers
-    tunables of its own only where the algorithm is not registered yet."""
+    tunables of its own only where the algorithm is not registered yet, and builds and registers an algorithm
+    of one's own (algo = "<name>.bpf.c") for itself alone."""
     s = spec.load(spec_file)
+    if s.cc_sources:
+        name = sorted(s.cc_sources)[0]
+        raise ExecutorError(
+            f"{spec_file.name}: runs {name} from {s.cc_sources[name].name}, which each run builds and registers "
+            "for itself: use --jobs 1"
+        )
     if s.algo_params:
         name = sorted(s.algo_params)[0]
         raise ExecutorError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -105,7 +106,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
     opts = opts or RunOptions()
     element, notes = preflight(spec, opts.allow_no_delay)
     with run_lock():
-        loaded = cc.load(spec.algos, spec.algo_params)
+        loaded = cc.load(spec.algos, spec.algo_params, spec.cc_sources)
         run_dir = rundir.new_run_dir(spec, opts.results_root)
         ex = Experiment(spec, element, notes, run_dir, tune_host=opts.host_sysctls)
         ex.teardowns.append(lambda: cc.unload(loaded))
@@ -114,6 +115,10 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
         extra: dict[str, Any] = {"delay_applied": False}
         try:
             with signals_raise():
+                if spec.cc_sources:  # the sources that ran, beside their results (a grader reads them there)
+                    (run_dir / "cc").mkdir()
+                    for source in spec.cc_sources.values():
+                        shutil.copyfile(source, run_dir / "cc" / source.name)
                 net = ex.build_network()
                 ex.setup_dataplane(net)
                 # a target that delays by itself has its links' delay (and no delay element on them)
@@ -124,7 +129,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     "hosts": ex.notes_host,
                     "host_sysctls_changed": ex.host_sysctls,
                     "links": ex.describe_links(),
-                    "algorithms": cc.describe(spec.algos, spec.algo_params, loaded),
+                    "algorithms": cc.describe(spec.algos, spec.algo_params, loaded, spec.cc_sources),
                 }
                 if ex.fabric is not None:
                     extra["switches"] = ex.fabric.describe()

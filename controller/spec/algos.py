@@ -11,8 +11,10 @@ floats reach kernel or eBPF code.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,6 +24,10 @@ else:  # pragma: no cover
 from controller import system
 
 ALGOS_TOML = system.REPO / "hosts" / "cc" / "algos.toml"
+#: an algorithm of one's own (a spec's algo = "<name>.bpf.c"): its source's name ends so, the rest is its name
+OWN_SUFFIX = ".bpf.c"
+#: a name the kernel takes (TCP_CA_NAME_MAX is 16 bytes with the NUL)
+OWN_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,14}$")
 
 
 @dataclass(frozen=True)
@@ -92,3 +98,9 @@ def params(name: str) -> dict[str, Param]:
 def with_defaults(name: str, given: dict[str, int]) -> dict[str, int]:
     """Every tunable of an algorithm: the given values over the defaults."""
     return {k: given.get(k, p.default) for k, p in params(name).items()}
+
+
+def own_name(source: Path) -> str | None:
+    """The name an algorithm of one's own registers under (its file's name before .bpf.c), None if it has none."""
+    name = source.name.removesuffix(OWN_SUFFIX)
+    return name if source.name.endswith(OWN_SUFFIX) and OWN_NAME.match(name) else None

@@ -122,7 +122,7 @@ class Flow:
     id: str
     """Flow identifier used in every results file (f1, f2, ...)."""
     algo: str
-    """Congestion-control algorithm of the sender ("-" for UDP)."""
+    """Congestion-control algorithm of the sender ("-" for UDP): a name, or a spec's "<name>.bpf.c" (then <name>)."""
     src: str
     """Sending host."""
     dst: str
@@ -196,6 +196,9 @@ class Spec:
     testbed ran with SACK off on both ends."""
     algo_params: dict[str, dict[str, int]] = field(default_factory=dict)
     """Tunables of cclab's algorithms, [algorithms.<algo>] (hosts/cc/algos.toml); unset ones keep their defaults."""
+    cc_sources: dict[str, Path] = field(default_factory=dict)
+    """Algorithms of one's own, by the name flows run them under: a flow's algo = "<name>.bpf.c" (a struct_ops
+    source, relative to the spec's folder) is built and registered for the run (controller.cc)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as parsed, for the manifest."""
 

@@ -381,7 +381,10 @@ FLOW_KEYS = (
 )
 
 
-def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow, ...]:
+def _flows(
+    raw: dict[str, Any], topo: Topology, duration_s: float, path: Path | None, sources: dict[str, Path]
+) -> tuple[Flow, ...]:
+    """The [[flows]]; an algorithm of one's own (algo = "<name>.bpf.c") goes into `sources` by its name."""
     entries = raw.get("flows", [])
     if not isinstance(entries, list) or not entries:
         raise _fail("flows", entries, "needs at least one [[flows]] table")
@@ -448,8 +451,12 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
             if kind == "mptcp" and "bytes" in f:
                 raise _fail(f"{where}.bytes", f["bytes"], 'is for kind = "tcp" flows (mptcp sends for its duration)')
             algo = f.get("algo")
-            if algo not in known:
-                raise _fail(f"{where}.algo", algo, f"unknown algorithm; known: {', '.join(known)}")
+            if isinstance(algo, str) and algo.endswith(algos.OWN_SUFFIX):
+                algo = _own_algo(algo, f"{where}.algo", path, sources)
+            elif algo not in known:
+                raise _fail(
+                    f"{where}.algo", algo, f"unknown algorithm; known: {', '.join(known)}, or a source <name>.bpf.c"
+                )
             _check_kind(f, kind, where)
             extra["mss_bytes"] = whole(f, "mss_bytes", where, F["flows.mss_bytes"])
             if kind == "tcp":
@@ -471,6 +478,22 @@ def _flows(raw: dict[str, Any], topo: Topology, duration_s: float) -> tuple[Flow
     if len(out) > MAX_FLOWS:
         raise _fail("flows", f"{len(out)} flows", f"at most {MAX_FLOWS} flows in one spec (count included)")
     return tuple(out)
+
+
+def _own_algo(value: str, where: str, path: Path | None, sources: dict[str, Path]) -> str:
+    """An algorithm of one's own: its struct_ops source (relative to the spec's folder) and the name it runs as."""
+    source = Path(value) if Path(value).is_absolute() or path is None else path.parent / value
+    name = algos.own_name(source)
+    if name is None:
+        raise _fail(where, value, "a source's name before .bpf.c is the algorithm's: a-z, 0-9 and _, at most 15")
+    if name in F["flows.algo"].choices:
+        raise _fail(where, value, f"{name} is an algorithm cclab or the kernel has: give your own another name")
+    if not source.is_file():
+        raise _fail(where, value, f"no such file ({source})")
+    source = source.resolve()
+    if sources.setdefault(name, source) != source:
+        raise _fail(where, value, f"another file of the spec is named {name} already ({sources[name]})")
+    return name
 
 
 def _check_kind(f: dict[str, Any], kind: str, where: str) -> None:
@@ -568,7 +591,8 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)
     _check_switches(topo.graph, dataplane, switches)
-    flows = _flows(raw, topo, duration)
+    cc_sources: dict[str, Path] = {}
+    flows = _flows(raw, topo, duration, path, cc_sources)
     algo_params = _algorithms(raw)
     delays = _flow_access_delays(raw, topo)
     if delays:
@@ -589,6 +613,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         switches=switches,
         controller_app=app,
         algo_params=algo_params,
+        cc_sources=cc_sources,
         raw=raw,
     )
 

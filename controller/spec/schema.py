@@ -31,6 +31,8 @@ DRAFT = "http://json-schema.org/draft-07/schema#"
 LINK_ID_PATTERN = "^" + model.LINK_ID.pattern + "$"
 NODE_PATTERN = "^[A-Za-z][A-Za-z0-9_]{0,7}$"
 NAME_PATTERN = "^[A-Za-z0-9_-]+$"
+#: algo = "<name>.bpf.c", in any folder: <name> as algos.OWN_NAME
+OWN_SOURCE_PATTERN = "^(.*/)?" + algos.OWN_NAME.pattern.strip("^$") + algos.OWN_SUFFIX.replace(".", "\\.") + "$"
 #: the JSON type of each kind of fields.Field
 JSON_TYPES = {"number": "number", "integer": "integer", "choice": "string", "boolean": "boolean", "string": "string"}
 
@@ -185,10 +187,18 @@ def _topology() -> dict[str, Any]:
     return {"type": "object", "properties": props, "allOf": rules}
 
 
+def _algo() -> dict[str, Any]:
+    """A flow's algorithm: one cclab or the kernel has, or the source of one's own (controller.spec.algos)."""
+    out = _from_field(model.Flow, "algo", "flows.algo")
+    own = {"pattern": OWN_SOURCE_PATTERN, "description": "the struct_ops source of an algorithm of one's own"}
+    out["anyOf"] = [{"enum": out.pop("enum")}, own]
+    return out
+
+
 def _flows() -> dict[str, Any]:
     fl = model.Flow
     props: dict[str, Any] = {
-        "algo": _from_field(fl, "algo", "flows.algo"),
+        "algo": _algo(),
         "src": _from_field(fl, "src"),
         "dst": _from_field(fl, "dst"),
         "start_s": _from_field(fl, "start_s", "flows.start_s"),

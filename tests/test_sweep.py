@@ -238,9 +238,10 @@ def test_tiny_sweep_killed_resumed_and_reported(tmp_path: Path) -> None:
     argv = [*CCLAB, "sweep", str(spec_file), "--dir", str(d), "--no-live"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        # let two runs complete, then kill the sweep while the third is in its traffic phase
+        # let two runs complete, then kill the sweep while the third is in its traffic phase (repetition by
+    # repetition: p000-r0, p001-r0, then p002-r0)
         _wait(lambda: len(_complete_runs(d)) >= 2 or proc.poll() is not None, 60, "two complete runs")
-        _wait(lambda: any((p / "manifest.json").exists() for p in sweep.attempts(d, "p001-r0")), 30, "the third run")
+        _wait(lambda: any((p / "manifest.json").exists() for p in sweep.attempts(d, "p002-r0")), 30, "the third run")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
@@ -249,8 +250,8 @@ def test_tiny_sweep_killed_resumed_and_reported(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
     # the run lost its sweep: it stops, tears down and stays marked incomplete
-    _wait(lambda: not _pids_running(str(d / "points" / "p001-r0.toml")), 30, "the orphaned run to stop")
-    killed = sweep.attempts(d, "p001-r0")
+    _wait(lambda: not _pids_running(str(d / "points" / "p002-r0.toml")), 30, "the orphaned run to stop")
+    killed = sweep.attempts(d, "p002-r0")
     assert len(killed) == 1 and not sweep.is_complete(killed[0]), killed
     assert (killed[0] / "INCOMPLETE").exists()
     assert json.loads((killed[0] / "summary.json").read_text())["complete"] is False
@@ -263,7 +264,7 @@ def test_tiny_sweep_killed_resumed_and_reported(tmp_path: Path) -> None:
     done = {p.name: (p / "summary.json").stat().st_mtime_ns for p in _complete_runs(d)}
     assert len(done) == 8
     assert all(done[name] == t for name, t in first.items()), "a complete run was redone"
-    redone = sweep.attempts(d, "p001-r0")
+    redone = sweep.attempts(d, "p002-r0")
     assert len(redone) == 2 and redone[0] == killed[0] and sweep.is_complete(redone[1]), redone
     assert (killed[0] / "INCOMPLETE").exists(), "the killed run's directory was touched"
     m = json.loads((d / "sweep.json").read_text())

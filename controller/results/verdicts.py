@@ -138,7 +138,9 @@ def written_before(claims_file: Path, pool: pool_mod.Pool) -> tuple[bool, str]:
         last = ask("log", "-1", "--format=%H", "--", claims_file.name).stdout.strip()
         if not last:
             return False, f"{claims_file.name} was never committed: a claim is committed before the runs"
-        late = [r for r in pool.runs if ask("merge-base", "--is-ancestor", last, r.commit).returncode != 0]
+        # one question per commit: a campaign's runs share a handful of commits
+        after = {c: ask("merge-base", "--is-ancestor", last, c).returncode == 0 for c in {r.commit for r in pool.runs}}
+        late = [r for r in pool.runs if not after[r.commit]]
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"cannot ask git whether {claims_file.name} preceded the runs: {exc}"
     if late:

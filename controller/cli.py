@@ -71,7 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.results:
             extra += ["--results", str(Path(args.results).resolve())]
         # the guest has no git: the shared tree's commit and source hash go into its manifest from here
-        return vm.run_spec_in_vm(Path(args.spec), extra, env=rundir.tree_env())
+        return vm.run_spec_in_vm(Path(args.spec), extra, env=rundir.tree_env(s.dataplane))
     title = f"{s.name}: {s.topology.describe()}, {s.bottleneck.rate_mbps:g} Mbit/s, {s.dataplane}"
     live: Live | None = None
 

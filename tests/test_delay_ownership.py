@@ -73,7 +73,7 @@ def test_no_delay_element_for_a_target_that_delays_by_itself(monkeypatch: pytest
     def make(at: targets.Placement) -> SelfDelaying:
         return SelfDelaying(at.egress_dev, at.ingress_dev)
 
-    monkeypatch.setitem(targets.TARGETS, "selfdelay", targets.Target("selfdelay", SelfDelaying, make, False))
+    monkeypatch.setitem(targets.TARGETS, "selfdelay", targets.Target("selfdelay", SelfDelaying, make, False, ()))
     g = network.presets.parking_lot(2, network.LinkSpec(rate_mbps=10, delay_ms=5))
     assert delay_element_links(g, "kernel"), "the graph has no delayed link to decide about"
     assert delay_element_links(g, "selfdelay") == []

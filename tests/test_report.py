@@ -373,11 +373,11 @@ def test_a_run_that_failed_its_fidelity_check_is_left_out_counted_and_named(tmp_
 
 def test_a_run_in_the_lab_vm_takes_the_hosts_commit_and_source_hash(monkeypatch: pytest.MonkeyPatch) -> None:
     """The guest has no git; `cclab run --vm` hands it the shared tree's, which the manifest then records."""
-    env = rundir.tree_env()
-    assert env == {rundir.TREE_ENV[0]: rundir.git_revision(), rundir.TREE_ENV[1]: rundir.source_hash()}
+    env = rundir.tree_env("kernel")
+    assert env == {rundir.TREE_ENV[0]: rundir.git_revision(), rundir.TREE_ENV[1]: rundir.source_hash("kernel")}
     monkeypatch.setenv(rundir.TREE_ENV[0], "f00ba12")
     monkeypatch.setenv(rundir.TREE_ENV[1], "9" * 64)
-    assert (rundir.git_revision(), rundir.source_hash()) == ("f00ba12", "9" * 64)
+    assert (rundir.git_revision(), rundir.source_hash("kernel")) == ("f00ba12", "9" * 64)
 
 
 def test_verdicts_only_from_claims_committed_before_the_runs(tmp_path: Path) -> None:
@@ -456,20 +456,37 @@ def test_a_reference_archive_regenerates_the_report(tmp_path: Path) -> None:
 
 
 def test_source_hash_covers_the_tracked_data_plane_and_algorithm_sources(tmp_path: Path) -> None:
+    """A run's hash covers the shared sources and its own target's, tracked, as in the working tree; another
+    target's sources are not part of it (an FPGA change leaves a kernel campaign's runs poolable)."""
     repo = tmp_path / "repo"
-    for name in ("p4/a.p4", "hosts/cc/core/x.h", "controller/dataplane/k.py", "docs/readme.md"):
+    names = (
+        "p4/ebpf/a.bpf.c",
+        "p4/v1model/b.p4",
+        "fpga/rtl/e.v",
+        "hosts/cc/core/x.h",
+        "controller/dataplane/k.py",
+        "controller/dataplane/kernel.py",
+        "controller/dataplane/fpgasim.py",
+        "docs/readme.md",
+    )
+    for name in names:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(name)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
-    first = rundir.source_hash(repo)
-    assert re.fullmatch(r"[0-9a-f]{64}", first)
+    kernel, fpga = rundir.source_hash("kernel", repo), rundir.source_hash("fpga-sim", repo)
+    assert re.fullmatch(r"[0-9a-f]{64}", kernel) and kernel != fpga
     (repo / "docs/readme.md").write_text("changed")  # outside the source directories
-    (repo / "p4/untracked.p4").write_text("new")  # not tracked
-    assert rundir.source_hash(repo) == first
-    (repo / "hosts/cc/core/x.h").write_text("changed")  # a tracked source, changed in the working tree
-    assert rundir.source_hash(repo) != first
-    assert rundir.source_hash(tmp_path / "no-repo") == "unknown"
+    (repo / "p4/ebpf/untracked.bpf.c").write_text("new")  # not tracked
+    assert (rundir.source_hash("kernel", repo), rundir.source_hash("fpga-sim", repo)) == (kernel, fpga)
+    for other in ("p4/v1model/b.p4", "fpga/rtl/e.v", "controller/dataplane/fpgasim.py"):  # not the kernel's
+        (repo / other).write_text("changed")
+    assert rundir.source_hash("kernel", repo) == kernel and rundir.source_hash("fpga-sim", repo) != fpga
+    for own in ("p4/ebpf/a.bpf.c", "controller/dataplane/kernel.py", "hosts/cc/core/x.h", "controller/dataplane/k.py"):
+        (repo / own).write_text("changed")  # the kernel target's own, then the shared sources
+        assert rundir.source_hash("kernel", repo) != kernel, own
+        kernel = rundir.source_hash("kernel", repo)
+    assert rundir.source_hash("kernel", tmp_path / "no-repo") == "unknown"
 
 
 E2E_SPEC = """
@@ -543,7 +560,7 @@ def test_a_real_sweep_is_pooled_judged_packed_and_regenerated(tmp_path: Path) ->
         [*CCLAB, "sweep", str(spec_file), "--dir", str(d), "--no-live"], cwd=REPO, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    commit, source = rundir.git_revision(), rundir.source_hash()
+    commit, source = rundir.git_revision(), rundir.source_hash("kernel")
     for run_dir in (d / "runs").glob("*/*"):
         m = json.loads((run_dir / "manifest.json").read_text())
         assert (m["git_revision"], m["source_hash"]) == (commit, source), run_dir

@@ -239,7 +239,7 @@ def test_tiny_sweep_killed_resumed_and_reported(tmp_path: Path) -> None:
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         # let two runs complete, then kill the sweep while the third is in its traffic phase (repetition by
-    # repetition: p000-r0, p001-r0, then p002-r0)
+        # repetition: p000-r0, p001-r0, then p002-r0)
         _wait(lambda: len(_complete_runs(d)) >= 2 or proc.poll() is not None, 60, "two complete runs")
         _wait(lambda: any((p / "manifest.json").exists() for p in sweep.attempts(d, "p002-r0")), 30, "the third run")
         os.kill(proc.pid, signal.SIGKILL)

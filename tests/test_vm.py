@@ -237,7 +237,7 @@ def test_cclab_run_vm_demo_lands_complete_on_host_with_delay() -> None:
     # the guest has no git: the manifest has the shared tree's commit and source hash from the host, so a report
     # can pool the run
     m = json.loads((new[0] / "manifest.json").read_text())
-    assert (m["git_revision"], m["source_hash"]) == (rundir.git_revision(), rundir.source_hash())
+    assert (m["git_revision"], m["source_hash"]) == (rundir.git_revision(), rundir.source_hash("kernel"))
 
 
 def test_exit_status_and_output_come_back() -> None:

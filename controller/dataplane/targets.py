@@ -50,6 +50,9 @@ class Target:
     make: Callable[[Placement], Bottleneck]
     in_mininet: bool
     """Whether cclab builds it inside a Mininet network here (the tofino target needs a Tofino switch)."""
+    sources: tuple[str, ...]
+    """The tracked files and folders (repository paths) only this target runs on: a run's source hash covers
+    its own target's and the shared sources, never another target's (results/rundir.py)."""
 
 
 def _kernel(at: Placement) -> KernelBottleneck:
@@ -72,13 +75,17 @@ def _fpgasim(at: Placement) -> FpgaSimBottleneck:
     return FpgaSimBottleneck(at.run_id, at.egress_dev, at.ingress_dev, flows=at.flows)
 
 
+_HERE = "controller/dataplane"
+_P4_SHARED = ("p4/common", f"{_HERE}/p4common.py", f"{_HERE}/p4runtime.py")
+_FPGA_FILES = (f"{_HERE}/fpgasim.py", f"{_HERE}/fpgaregs.py")
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
-        Target("kernel", KernelBottleneck, _kernel, in_mininet=True),
-        Target("bmv2", Bmv2Bottleneck, _bmv2, in_mininet=True),
-        Target("tofino", TofinoBottleneck, _tofino, in_mininet=False),
-        Target("fpga-sim", FpgaSimBottleneck, _fpgasim, in_mininet=True),
+        Target("kernel", KernelBottleneck, _kernel, True, ("p4/ebpf", f"{_HERE}/kernel.py")),
+        Target("bmv2", Bmv2Bottleneck, _bmv2, True, ("p4/v1model", *_P4_SHARED, f"{_HERE}/bmv2.py")),
+        Target("tofino", TofinoBottleneck, _tofino, False, ("p4/tna", *_P4_SHARED, f"{_HERE}/tofino.py")),
+        Target("fpga-sim", FpgaSimBottleneck, _fpgasim, True, ("fpga/rtl", "fpga/sim", *_FPGA_FILES)),
     )
 }
 assert tuple(TARGETS) == DATAPLANES, f"targets {tuple(TARGETS)} against the spec's dataplane names {DATAPLANES}"

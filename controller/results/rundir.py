@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from controller import capabilities, system
+from controller.dataplane.targets import TARGETS, target
 from controller.spec import Spec
 
 RESULTS = system.REPO / "results"
 INCOMPLETE = "INCOMPLETE"
-#: the data-plane and algorithm sources whose hash a run records: runs are pooled only with the same hash
-SOURCE_DIRS = ("p4", "delay", "hosts/cc", "controller/dataplane")
+#: the data-plane and algorithm sources every run is made of, whatever its target; each target adds the sources
+#: only it runs on (targets.Target.sources), and a run's hash leaves out every other target's: runs are pooled
+#: only with the same hash, so a change to the FPGA element does not split a campaign of kernel runs
+SHARED_SOURCES = ("delay", "hosts/cc", "controller/dataplane")
 
 
 def new_run_dir(spec: Spec, root: Path = RESULTS) -> Path:
@@ -71,9 +74,9 @@ def write_json(path: Path, data: Any) -> None:
 TREE_ENV = ("CCLAB_GIT_REVISION", "CCLAB_SOURCE_HASH")
 
 
-def tree_env() -> dict[str, str]:
+def tree_env(dataplane: str) -> dict[str, str]:
     """The environment that gives a run in the lab VM this tree's commit and source hash (TREE_ENV)."""
-    return {TREE_ENV[0]: git_revision(), TREE_ENV[1]: source_hash()}
+    return {TREE_ENV[0]: git_revision(), TREE_ENV[1]: source_hash(dataplane)}
 
 
 def git_revision() -> str:
@@ -91,15 +94,28 @@ def git_revision() -> str:
     return rev or "unknown"
 
 
-def source_hash(repo: Path = system.REPO) -> str:
-    """sha256 over the files git tracks under SOURCE_DIRS, as they are in the working tree when the run starts:
-    each file's path, a NUL, its content's sha256 (or "deleted"), a NUL, in path order.  "unknown" without git;
-    a run with it is pooled with no other."""
+def source_paths(dataplane: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a `dataplane` run's source hash covers: (the paths hashed, the paths left out of them, which belong
+    to the other targets alone)."""
+    own = target(dataplane).sources
+    others = tuple(p for t in TARGETS.values() if t.name != dataplane for p in t.sources if p not in own)
+    return SHARED_SOURCES + own, others
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r + "/") for r in roots)
+
+
+def source_hash(dataplane: str, repo: Path = system.REPO) -> str:
+    """sha256 over the files git tracks under `source_paths(dataplane)`, as they are in the working tree when the
+    run starts: each file's path, a NUL, its content's sha256 (or "deleted"), a NUL, in path order.  "unknown"
+    without git; a run with it is pooled with no other."""
     if given := os.environ.get(TREE_ENV[1]):
         return given
+    hashed, left_out = source_paths(dataplane)
     try:
         listed = subprocess.run(
-            ["git", "-C", str(repo), "ls-files", "-z", "--", *SOURCE_DIRS],
+            ["git", "-C", str(repo), "ls-files", "-z", "--", *hashed],
             capture_output=True,
             timeout=10,
             check=True,
@@ -107,7 +123,7 @@ def source_hash(repo: Path = system.REPO) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     h = hashlib.sha256()
-    for name in sorted(p for p in listed.decode().split("\0") if p):
+    for name in sorted(p for p in listed.decode().split("\0") if p and not _under(p, left_out)):
         try:
             digest = hashlib.sha256((repo / name).read_bytes()).hexdigest()
         except FileNotFoundError:
@@ -130,8 +146,8 @@ def manifest(spec: Spec, extra: dict[str, Any]) -> dict[str, Any]:
         "spec": spec.raw,
         "seed": spec.seed,
         "git_revision": git_revision(),
-        "source_hash": source_hash(),
-        "source_dirs": list(SOURCE_DIRS),
+        "source_hash": source_hash(spec.dataplane),
+        "source_dirs": list(source_paths(spec.dataplane)[0]),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
         "host": {
             "kernel": system.kernel_release(),

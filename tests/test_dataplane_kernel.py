@@ -7,6 +7,7 @@ what the sender sent, what the link counted, what the receiver lost.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -116,12 +117,16 @@ class Overload:
     queue_drops: int
     forwarded: int
     received: int
+    empties_while_backlogged: int
+    """Departures that left the queue empty between the first and the last poll that found it backlogged."""
+    qdisc_drops: int
+    """What the queue's own qdisc (tc -s) says it dropped meanwhile."""
 
 
 def _overload(bed: Bed, packets: int, offered_bps: float) -> Overload:
     """Offer UDP above the link rate; measure the rate while backlogged and the peak backlog."""
     peak = 0
-    busy: list[tuple[float, int]] = []  # (t, link bytes) at polls that found a backlog
+    busy: list[tuple[float, int, int]] = []  # (t, link bytes, empties) at polls that found a backlog
     stop = threading.Event()
 
     def poll() -> None:
@@ -130,19 +135,20 @@ def _overload(bed: Bed, packets: int, offered_bps: float) -> Overload:
             snap = bed.dp.read()
             peak = max(peak, snap.backlog_pkts)
             if snap.backlog_pkts > 0:
-                busy.append((snap.t, snap.link.fwd_bytes))
+                busy.append((snap.t, snap.link.fwd_bytes, snap.empties or 0))
             time.sleep(0.005)
 
     t = threading.Thread(target=poll)
     t.start()
     before = bed.flow()
+    qdisc_before = _qdisc_drops()
     try:
         received = bed.udp(packets, offered_bps)
     finally:
         stop.set()
         t.join()
     after = bed.flow()
-    (t_a, b_a), (t_b, b_b) = busy[0], busy[-1]
+    (t_a, b_a, e_a), (t_b, b_b, e_b) = busy[0], busy[-1]
     assert t_b - t_a > 0.3, f"queue backlogged for only {t_b - t_a:.2f} s"
     return Overload(
         rate_bps=(b_b - b_a) * 8 / (t_b - t_a),
@@ -150,7 +156,15 @@ def _overload(bed: Bed, packets: int, offered_bps: float) -> Overload:
         queue_drops=after.q_drop_pkts - before.q_drop_pkts,
         forwarded=after.fwd_pkts - before.fwd_pkts,
         received=received,
+        empties_while_backlogged=e_b - e_a,
+        qdisc_drops=_qdisc_drops() - qdisc_before,
     )
+
+
+def _qdisc_drops() -> int:
+    """Drops A's qdiscs counted (the root's: HTB or TBF counts its leaf's), from `tc -s`."""
+    out = subprocess.run(["tc", "-s", "-j", "qdisc", "show", "dev", "s1-eth1", "root"], capture_output=True)
+    return int(json.loads(out.stdout)[0]["drops"])
 
 
 @pytest.fixture
@@ -172,9 +186,23 @@ def test_queue_limit_holds_and_rate_is_shaped(bed: Bed, shaped: Callable[[LinkPa
     shaped(LinkParams(rate_bps=rate, queue_pkts=qlim, shaper=shaper))
     o = _overload(bed, 3000, 40e6)
     assert o.queue_drops > 0, "no queue drops although offered 4x the rate"
+    assert o.queue_drops == o.qdisc_drops, f"counted {o.queue_drops} queue drops, the qdisc {o.qdisc_drops}"
     assert o.received == o.forwarded, f"receiver got {o.received}, data plane forwarded {o.forwarded}"
     assert o.peak_backlog <= qlim + 2, f"backlog reached {o.peak_backlog} packets, limit {qlim} (+2 in flight)"
     assert 0.97 * rate <= o.rate_bps <= 1.02 * rate, f"{o.rate_bps / 1e6:.3f} Mbit/s on a 10 Mbit/s {shaper} link"
+    assert o.empties_while_backlogged == 0, f"the queue ran empty {o.empties_while_backlogged} times while overloaded"
+
+
+def test_departures_into_an_idle_link_are_counted_as_empties(bed: Bed) -> None:
+    """Datagrams spaced 1 ms apart on the 1 Gbit/s link each leave the queue empty behind them (the fidelity
+    check's "queue ran empty"): the count rises by about one per datagram, never by more."""
+    before = bed.dp.read().empties
+    assert before is not None, "the kernel target counts the times its queue ran empty"
+    packets = 500
+    received = bed.udp(packets, packets * (PAYLOAD + 42) * 8 / 0.5)  # 500 datagrams over 0.5 s
+    empties = (bed.dp.read().empties or 0) - before
+    assert received == packets
+    assert 0.95 * packets <= empties <= packets, f"{empties} empties for {packets} spaced datagrams"
 
 
 def test_runtime_rate_change(bed: Bed, shaped: Callable[[LinkParams], None]) -> None:

@@ -64,6 +64,22 @@ def test_rate_is_taken_only_over_intervals_with_a_standing_backlog() -> None:
     assert br.seconds == pytest.approx(1.7)
 
 
+def test_an_interval_in_which_the_queue_ran_empty_is_left_out() -> None:
+    """Packets waiting at both polls do not make a busy link when the target counted a departure that left the
+    queue empty in between (a queue that drains faster than a poll ran dry and refilled)."""
+    rows = _steady(9.95e6, 30, 20)
+    series = _series(rows)
+    for i, r in enumerate(series.link):
+        r["queue_empties"] = 3 if 5 <= i < 10 else 0
+        if 5 <= i < 10:
+            r["link_bps"] = 6e6  # the link idled while the queue was dry
+    br = summary.backlogged_rate(series.link, 0.0, 5.0)
+    assert br.intervals == 14 and br.ratio == pytest.approx(0.995), br
+    for r in series.link:
+        r["queue_empties"] = None  # a target that does not count them: both polls decide, as before
+    assert summary.backlogged_rate(series.link, 0.0, 5.0).intervals == 19
+
+
 def test_an_interval_spanning_a_rate_change_is_left_out() -> None:
     rows = _steady(10e6, 20, 30)
     br = summary.backlogged_rate(_series(rows, capacity={i: 5e6 for i in range(15, 30)}).link, 0.0, 5.0)

@@ -56,6 +56,9 @@ class Snapshot:
     """time.monotonic() of the read."""
     flows: dict[FlowKey, FlowCounters] = field(default_factory=dict)
     link: FlowCounters = field(default_factory=FlowCounters)
+    empties: int | None = None
+    """Departures since set-up that left the queue and the link empty, where the target counts them (kernel);
+    None where it cannot tell.  An interval without one had work throughout."""
 
     @property
     def backlog_pkts(self) -> int:

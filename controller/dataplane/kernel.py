@@ -46,7 +46,8 @@ _CONFIG = struct.Struct("=5QIIQ4I4Q")
 #: struct bn_red_state: lock, pad, avg_s, last_fwd_ns
 _RED_STATE = struct.Struct("=IIQQ")
 _RNG = struct.Struct("=QQ")
-#: the key of a one-entry array map (bn_config, bn_link_ctr, bn_rng, bn_owned)
+_U64 = struct.Struct("=Q")
+#: the key of a one-entry array map (bn_config, bn_link_ctr, bn_rng, bn_owned, bn_empties)
 _ONLY = b"\0" * 4
 PROB_ONE = 1 << 32
 #: Ethernet header + FCS-less frame: the wire MTU of a veth frame.
@@ -133,7 +134,7 @@ class KernelBottleneck:
         system.run(
             ["bpftool", "prog", "loadall", str(OBJECT), str(self._pin / "progs"), "pinmaps", str(self._pin / "maps")]
         )
-        for name in ("bn_flows", "bn_link_ctr", "bn_config", "bn_rng", "bn_owned", "bn_red"):
+        for name in ("bn_flows", "bn_link_ctr", "bn_config", "bn_rng", "bn_owned", "bn_red", "bn_empties"):
             self._maps[name] = bpf.BpfMap.pinned(self._pin / "maps" / name)
         prog_fd = bpf.obj_get(self._pin / "progs" / "bn_qdrop")
         try:
@@ -236,6 +237,9 @@ class KernelBottleneck:
         link = self._maps["bn_link_ctr"].lookup(_ONLY)
         if link is not None:
             snap.link = FlowCounters(*_CTR.unpack(link))
+        empties = self._maps["bn_empties"].lookup(_ONLY)
+        if empties is not None:
+            snap.empties = _U64.unpack(empties)[0]
         return snap
 
     def red_state(self) -> tuple[float, int] | None:
@@ -266,7 +270,7 @@ class KernelBottleneck:
         owned = self._maps.get("bn_owned")
         raw = owned.lookup(_ONLY) if owned is not None else None
         if raw is not None:
-            self.owned_pkts = struct.unpack("=Q", raw)[0]
+            self.owned_pkts = _U64.unpack(raw)[0]
         for m in self._maps.values():
             m.close()
         self._maps.clear()

@@ -223,6 +223,7 @@ def _write(
             "active_flows",
             "random_drops",
             "queue_drops",
+            "queue_empties",
         ],
     )
     rundir.write_rows(run_dir / "links.csv", LINK_FLOW_COLUMNS, series.links)

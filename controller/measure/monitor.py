@@ -309,6 +309,9 @@ class Monitor:
                     "active_flows": len(rates),
                     "random_drops": now_s.link.rnd_drop_pkts - was_s.link.rnd_drop_pkts,
                     "queue_drops": now_s.link.q_drop_pkts - was_s.link.q_drop_pkts,
+                    "queue_empties": None
+                    if now_s.empties is None or was_s.empties is None
+                    else now_s.empties - was_s.empties,
                 }
             )
             lv = self.live.links[li]

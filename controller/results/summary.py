@@ -104,11 +104,12 @@ class BackloggedRate:
 
 def backlogged_rate(rows: list[dict[str, Any]], start_s: float, end_s: float) -> BackloggedRate:
     """A link's departure rate (its link.csv rows) over the polling intervals in [start_s, end_s] with a
-    standing backlog: packets waiting
-    (STANDING_BACKLOG_PKTS) at the polls that open and close the interval, and one configured rate throughout
-    (a rate change inside an interval would mix two rates).  There the emulated link had work all the time, so
-    it must send at its rate, whatever the flows' algorithms do; intervals in which the queue ran dry say
-    nothing about the link."""
+    standing backlog: packets waiting (STANDING_BACKLOG_PKTS) at the polls that open and close the interval,
+    no departure inside it that left the queue empty (`queue_empties` 0, where the target counts them: a queue
+    that drains in less than a polling interval can run dry and refill between two polls), and one configured
+    rate throughout (a rate change inside an interval would mix two rates).  There the emulated link had work
+    all the time, so it must send at its rate, whatever the flows' algorithms do; intervals in which the queue
+    ran dry say nothing about the link."""
     bits = want = secs = 0.0
     n = 0
     prev: dict[str, Any] | None = None
@@ -120,6 +121,7 @@ def backlogged_rate(rows: list[dict[str, Any]], start_s: float, end_s: float) ->
             and prev["backlog_pkts"] >= STANDING_BACKLOG_PKTS
             and r["backlog_pkts"] >= STANDING_BACKLOG_PKTS
             and prev["capacity_bps"] == r["capacity_bps"]
+            and not r.get("queue_empties")
         ):
             dt = t - prev["t_s"]
             bits += r["link_bps"] * dt

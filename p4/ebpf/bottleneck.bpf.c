@@ -92,6 +92,19 @@ struct {
 	__type(value, __u64);
 } bn_owned SEC(".maps");
 
+/* Departures that left the queue and the link empty (bn_link): a polling
+ * interval with none had work from its first instant to its last, so the
+ * link sent at its rate throughout.  The controller's fidelity check needs
+ * that: two polls that both find packets waiting say nothing of a queue
+ * that ran dry and refilled between them.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} bn_empties SEC(".maps");
+
 /* Fields of the flow counters and the link counters an event adds to. */
 enum bn_event { BN_ENQ, BN_FWD, BN_RND_DROP, BN_Q_DROP };
 
@@ -389,19 +402,38 @@ int bn_enqueue(struct __sk_buff *skb)
 	return TC_ACT_OK;
 }
 
+/* A packet left the link (delivered or lost on the wire): count it when it
+ * left the queue empty.  The four counters are read without a lock while
+ * other CPUs add to them, so an event counted between two of the reads can
+ * make the queue look one packet shorter or longer than it is: a queue of
+ * one can pass for empty, rarely, and an empty one for a queue of one.
+ */
+static __always_inline void bn_departed(void)
+{
+	__u32 zero = 0;
+	struct bn_flow_ctr *l = bpf_map_lookup_elem(&bn_link_ctr, &zero);
+	__u64 *empties = bpf_map_lookup_elem(&bn_empties, &zero);
+
+	if (l && empties && bn_backlog(l, 0) == 0)
+		__sync_fetch_and_add(empties, 1);
+	bn_red_departed();
+}
+
 SEC("tc")
 int bn_link(struct __sk_buff *skb)
 {
 	struct bn_flow_key key = {};
+	int verdict = TC_ACT_OK;
 
 	bn_parse_skb(skb, &key);
-	bn_red_departed();
 	if (bn_lost()) {
 		bn_count(&key, BN_RND_DROP, skb->len);
-		return TC_ACT_SHOT;
+		verdict = TC_ACT_SHOT;
+	} else {
+		bn_count(&key, BN_FWD, skb->len);
 	}
-	bn_count(&key, BN_FWD, skb->len);
-	return TC_ACT_OK;
+	bn_departed();
+	return verdict;
 }
 
 /* Drop reasons that newer kernels name and older ones (6.12) lack, so that

@@ -102,15 +102,18 @@ def _peer(intf: Any) -> Any:
 class CclabBridge(LinuxBridge):
     """A Linux-bridge switch whose ports have offloads off; its ports that face a host free the host's frames
     from their sockets (sysctls.FREE_AT_HOST_PORTS), else TCP Small Queues would cap what a flow can queue at
-    an emulated link."""
+    an emulated link.  The bridge and its ports have no IPv6 (as the hosts): a bridge's own neighbour and
+    multicast chatter would otherwise cross the emulated links beside the flows."""
 
     def start(self, controllers: Any) -> None:
         super().start(controllers)
         from controller.dataplane import sysctls
 
+        _run(self, ["sysctl", "-q", "-w", f"net.ipv6.conf.{self.name}.disable_ipv6=1"])
         for intf in self.intfList():
             if intf.name == "lo":
                 continue
+            _run(self, ["sysctl", "-q", "-w", f"net.ipv6.conf.{intf.name}.disable_ipv6=1"])
             offloads_off(self, intf.name)
             peer = _peer(intf)
             if sysctls.FREE_AT_HOST_PORTS and peer is not None and isinstance(peer.node, Host):

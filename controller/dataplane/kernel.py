@@ -8,7 +8,9 @@ Layout on the bottleneck link A -> B (A, B a veth pair):
     A egress:  clsact / bn_enqueue     (offered to the queue; a packet still
                                         owned by its socket is queued as an
                                         unowned clone: dataplane/sysctls.py)
-    kfree_skb: bn_qdrop                (queue drops on A, per flow)
+    kfree_skb: bn_qdrop                (queue drops on A, per flow; one it
+                                        misses is healed for the link at the
+                                        next, and for its flow at the end)
     B ingress: clsact / bn_link        (random loss on the wire, forwarded)
 
 RED, when the link has it, is bn_enqueue's, not tc's red qdisc (a kernel
@@ -24,6 +26,7 @@ Nothing here is a shell string; every tc call is an argument list.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -34,7 +37,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from controller import bpf, system
-from controller.dataplane import DataPlaneError, FlowCounters, FlowKey, LinkParams, Snapshot, remove_pins
+from controller.dataplane import (
+    COUNTER_FIELDS,
+    DataPlaneError,
+    FlowCounters,
+    FlowKey,
+    LinkParams,
+    Snapshot,
+    remove_pins,
+)
 from controller.dataplane.red import red_config
 
 log = logging.getLogger(__name__)
@@ -54,6 +65,13 @@ PROB_ONE = 1 << 32
 ETH_HLEN = 14
 #: how often wait_drained reads the counters, seconds
 DRAIN_POLL_S = 0.02
+#: how long nothing may move before what is left in the balance counts as missed drops, seconds
+STILL_S = 0.5
+
+
+def _unbalanced(c: FlowCounters) -> int:
+    """Packets offered and not yet forwarded, lost or dropped: in the queue, or drops bn_qdrop missed."""
+    return c.enq_pkts - c.fwd_pkts - c.rnd_drop_pkts - c.q_drop_pkts
 
 
 def prob_threshold(p: float) -> int:
@@ -99,6 +117,8 @@ class KernelBottleneck:
     """B: A's veth peer, where the link ends."""
     owned_pkts: int | None = field(default=None, init=False)
     """Packets that reached the queue still owned by their socket (bn_enqueue freed each), kept by teardown."""
+    missed_qdrops: int | None = field(default=None, init=False)
+    """Queue drops bn_qdrop missed as they happened, given back to their flows by wait_drained (None: none)."""
     _pin: Path = field(init=False)
     _maps: dict[str, bpf.BpfMap] = field(default_factory=dict, init=False)
     _tp_fd: int = field(default=-1, init=False)
@@ -117,6 +137,7 @@ class KernelBottleneck:
             raise DataPlaneError(f"{OBJECT} is missing; run `make build`")
         system.require_tools("tc", "bpftool")
         system.ensure_bpffs()
+        self.owned_pkts = self.missed_qdrops = None
         try:
             self._load_bpf()
             self._seed(seed)
@@ -134,7 +155,16 @@ class KernelBottleneck:
         system.run(
             ["bpftool", "prog", "loadall", str(OBJECT), str(self._pin / "progs"), "pinmaps", str(self._pin / "maps")]
         )
-        for name in ("bn_flows", "bn_link_ctr", "bn_config", "bn_rng", "bn_owned", "bn_red", "bn_empties"):
+        for name in (
+            "bn_flows",
+            "bn_link_ctr",
+            "bn_config",
+            "bn_rng",
+            "bn_owned",
+            "bn_red",
+            "bn_empties",
+            "bn_early_drops",
+        ):
             self._maps[name] = bpf.BpfMap.pinned(self._pin / "maps" / name)
         prog_fd = bpf.obj_get(self._pin / "progs" / "bn_qdrop")
         try:
@@ -253,15 +283,52 @@ class KernelBottleneck:
         return avg_s / (1 << p.red.wlog), last_fwd_ns
 
     def wait_drained(self, timeout_s: float = 3.0) -> bool:
-        """Poll until a read finds the queue empty; False after the timeout.  The counters are exact and
-        timely (offered at A's egress hook, queue drops as the qdisc frees them, forwarded at B), so the
-        queue is empty when they balance."""
+        """Poll until a read finds the queue empty; False after the timeout.  The counters are timely (offered at
+        A's egress hook, queue drops as the qdisc frees them, forwarded at B), so the queue is empty when they
+        balance.  Once nothing moves any more (no packet offered, forwarded or lost over STILL_S), what is left
+        in the balance are drops bn_qdrop missed (bottleneck.bpf.c): each flow gets its own back."""
         deadline = time.monotonic() + timeout_s
-        while self.read().backlog_pkts > 0:
+        last, still_since = None, time.monotonic()
+        while True:
+            snap = self.read()
+            if snap.backlog_pkts == 0 and not any(_unbalanced(c) > 0 for c in snap.flows.values()):
+                return True
+            moved = (snap.link.enq_pkts, snap.link.fwd_pkts, snap.link.rnd_drop_pkts)
+            if moved != last:
+                last, still_since = moved, time.monotonic()
+            elif time.monotonic() - still_since >= STILL_S:
+                if self._qdisc_qlen() > 0:  # the queue really holds packets (a link at rate 0): not drained
+                    return False
+                self._give_back_missed_drops()
+                return self.read().backlog_pkts == 0
             if time.monotonic() > deadline:
-                return False
+                return snap.backlog_pkts == 0
             time.sleep(DRAIN_POLL_S)
-        return True
+
+    def _qdisc_qlen(self) -> int:
+        """The packets A's root qdisc holds now, as it counts them (tc -s)."""
+        out = system.run(["tc", "-s", "-j", "qdisc", "show", "dev", self.egress_dev, "root"]).stdout
+        try:
+            return int(json.loads(out)[0]["qlen"])
+        except (ValueError, LookupError, TypeError) as exc:
+            raise DataPlaneError(f"kernel data plane: cannot read {self.egress_dev}'s queue from tc: {exc}") from None
+
+    def _give_back_missed_drops(self) -> None:
+        """Add each flow's unbalanced remainder (offered - forwarded - lost - dropped) to its queue drops, and the
+        link's; called only when nothing has moved for STILL_S, so no packet is in the queue or on its way.  The
+        write replaces a counter entry whole: a stray frame counted in that instant would be lost from it."""
+        for m in (self._maps["bn_flows"], self._maps["bn_link_ctr"]):
+            for kraw, vraw in m.items():
+                c = FlowCounters(*_CTR.unpack(vraw))
+                pkts = _unbalanced(c)
+                nbytes = c.enq_bytes - c.fwd_bytes - c.rnd_drop_bytes - c.q_drop_bytes
+                if pkts <= 0 and nbytes <= 0:  # the link's packets were healed already (bn_qdrop_heal)
+                    continue
+                c.q_drop_pkts += max(0, pkts)
+                c.q_drop_bytes += max(0, nbytes)
+                m.update(kraw, _CTR.pack(*(getattr(c, f) for f in COUNTER_FIELDS)))
+                if m is self._maps["bn_flows"]:
+                    self.missed_qdrops = (self.missed_qdrops or 0) + max(0, pkts)
 
     # --- teardown ----------------------------------------------------------
 

@@ -300,6 +300,9 @@ def _write(
     owned = {lid: n for lid, dp in ex.dps.items() if (n := getattr(dp, "owned_pkts", None)) is not None}
     if owned:  # packets a kernel link's program freed from their sockets itself (0 where the switch ports did)
         summ["owned_at_link_pkts"] = owned
+    missed = {lid: n for lid, dp in ex.dps.items() if (n := getattr(dp, "missed_qdrops", None))}
+    if missed:  # queue drops given to their flows only once the queue drained: timeseries.csv's last interval has them
+        summ["queue_drops_counted_at_end"] = missed
     if opts.plots and series.link:
         from controller.results import plots
 

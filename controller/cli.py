@@ -253,6 +253,16 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
             time.sleep(1)
         return 0
     specs = campaign.load(Path(args.file))
+    if args.campaign_cmd == "save":
+        for st, a in campaign.save(specs):
+            out.print(
+                f"{st.name}: {st.complete} runs -> {_shown(a)} ({a.stat().st_size / 1e6:.2f} MB)", highlight=False
+            )
+        return 0
+    if args.campaign_cmd == "restore":
+        for name, what in campaign.restore(specs):
+            out.print(f"{name}: {what}", highlight=False)
+        return 0
     if args.campaign_cmd == "status":
         states = [campaign.state(p) for p in specs]
         t = Table("sweep", "runs complete", "fidelity failed", "hours left (runs only)", "directory")
@@ -654,12 +664,16 @@ def parser() -> argparse.ArgumentParser:
         help="sweeps run one after another for hours, resumable, stopped between runs",
         description="A campaign file lists sweep specs (`sweeps = [...]`, relative to it); `run` takes each in "
         "turn into its default directory, skipping what is complete, so running it again goes on where it "
-        "stopped; `stop` lets the runs under way finish and starts no other; `status` reads the directories.",
+        "stopped; `stop` lets the runs under way finish and starts no other; `status` reads the directories; "
+        "`save` packs each sweep's complete runs into results/reference/campaign/ (commit them: a campaign "
+        "outlives the machine), and `restore` unpacks them into a new checkout's sweep directories.",
     )
     csub = cp.add_subparsers(dest="campaign_cmd", required=True, metavar="ACTION")
     for name, text in (
         ("run", "run the campaign's sweeps in turn (resumes)"),
         ("status", "runs complete, fidelity failures and hours left, per sweep"),
+        ("save", "pack each sweep's complete runs into results/reference/campaign/<sweep>.tar.xz"),
+        ("restore", "unpack those archives into sweep directories that hold no run yet"),
     ):
         c = csub.add_parser(name, help=text)
         c.add_argument(

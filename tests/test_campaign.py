@@ -119,3 +119,28 @@ def test_status_prints_every_sweep(files: Path, capsys: pytest.CaptureFixture[st
     assert cli.main(["campaign", "status", str(files)]) == 0
     text = capsys.readouterr().out
     assert "one" in text and "two" in text and "0 of 20 runs complete, 0.0 h of runs left" in text
+
+
+def test_save_then_restore_carries_a_campaign_to_a_new_checkout(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `save` packs, `restore` unpacks where a sweep has no run yet, and the campaign goes on from there; a
+    directory that holds runs is never replaced."""
+    one, two = campaign.load(files)
+    sw = sweep_spec.load(one)
+    d = sweep.default_dir(sw)
+
+    def three_runs(tasks: list[sweep.Task], started: Any, ended: Any) -> None:
+        for t in tasks[:3]:
+            _write_run(t)
+
+    sweep.run(sw, d, three_runs)
+    monkeypatch.setattr(campaign, "ARCHIVES", tmp_path / "reference")
+    assert cli.main(["campaign", "save", str(files)]) == 0
+    assert "one: 3 runs -> " in capsys.readouterr().out and not campaign.archive("two").exists()
+    monkeypatch.setattr(sweep, "SWEEPS", tmp_path / "fresh" / "sweeps")  # a new checkout: no sweep directory
+    assert campaign.state(one).complete == 0
+    assert campaign.restore([one, two]) == [("one", f"restored 3 runs into {sweep.default_dir(sw)}")]
+    st = campaign.state(one)
+    assert (st.complete, st.total) == (3, 10) and sweep.pending(sw, st.dir)[0].key not in {"p000-r0"}
+    assert campaign.restore([one]) == [("one", f"kept {st.dir}: it holds 3 complete runs already")]

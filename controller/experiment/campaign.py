@@ -12,12 +12,20 @@ complete is skipped, so running a campaign again goes on where it stopped.
 it finishes them (a 300 s run is not thrown away) and starts no other, where
 SIGTERM or Ctrl-C ends the run under way, marked incomplete.  One campaign
 runs at a time on a machine (its pid is in /run/cclab/campaign.pid).
+
+A campaign outlives the machine it ran on: ``save`` packs each sweep's
+complete runs into the repository (results/reference/campaign/<sweep>.tar.xz,
+what a report needs: the reference archives of `cclab report --pack`), and
+``restore`` unpacks them into the sweep directories of a new checkout, where
+``run`` goes on from them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,9 +36,12 @@ import tomllib
 from controller import system
 from controller.experiment import sweep
 from controller.experiment.sweep import Executor, Task, TaskResult
+from controller.results import pool
 from controller.spec import sweep as sweep_spec
 from controller.spec.sweep import Sweep, SweepError
 
+#: where `save` keeps each sweep's complete runs, one archive per sweep, and `restore` finds them
+ARCHIVES = system.REPO / "results" / "reference" / "campaign"
 #: a campaign file's name ends so (a TOML file under experiments/ that is not a spec)
 CAMPAIGN_SUFFIX = ".campaign.toml"
 #: the papers at their own scale
@@ -157,3 +168,43 @@ def run(
             break
         out.append((sw, run_sweep(sw, sweep.default_dir(sw))))
     return out
+
+
+def archive(name: str, under: Path | None = None) -> Path:
+    """Where `save` keeps sweep `name`'s runs."""
+    return (under or ARCHIVES) / f"{name}.tar.xz"
+
+
+def save(specs: list[Path], under: Path | None = None) -> list[tuple[SweepState, Path]]:
+    """Pack every sweep that has complete runs into its archive (replacing the one there: a sweep only grows);
+    the sweeps saved, each with its archive."""
+    saved = []
+    for p in specs:
+        st = state(p)
+        if st.complete:
+            saved.append((st, pool.pack([st.dir], archive(st.name, under))))
+    return saved
+
+
+def restore(specs: list[Path], under: Path | None = None) -> list[tuple[str, str]]:
+    """Unpack each sweep's archive into its directory where that holds no complete run yet (a directory with runs
+    is left as it is, said so: runs are never mixed or replaced); per sweep with an archive, its name and what
+    was done."""
+    done = []
+    for p in specs:
+        sw = sweep_spec.load(p)
+        a = archive(sw.name, under)
+        if not a.exists():
+            continue
+        st = state(p)
+        if st.complete:
+            done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already"))
+            continue
+        with tempfile.TemporaryDirectory(dir=st.dir.parent if st.dir.parent.exists() else None) as tmp:
+            (src,) = pool.unpack(a, Path(tmp))
+            if st.dir.exists():
+                shutil.rmtree(st.dir)  # no complete run in it: what a killed first run left
+            st.dir.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(src), st.dir)
+        done.append((sw.name, f"restored {state(p).complete} runs into {st.dir}"))
+    return done

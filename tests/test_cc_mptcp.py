@@ -33,7 +33,7 @@ import pytest
 from controller import cc, system
 from controller.measure.ccstate import CcStateReader
 from hosts.tcpinfo import TcpInfoSampler
-from tests.conftest import REPO, lab_vm_missing
+from tests.conftest import REPO, lab_vm_missing, run_in_lab_vm
 
 pytestmark = pytest.mark.root
 
@@ -225,7 +225,6 @@ def test_coupled_mptcpw_with_netem_in_the_lab_vm() -> None:
     why = lab_vm_missing()
     if why:
         pytest.skip(why)
-    from controller import vm
 
     out = REPO / "build" / "vm-test"
     out.mkdir(parents=True, exist_ok=True)
@@ -233,7 +232,7 @@ def test_coupled_mptcpw_with_netem_in_the_lab_vm() -> None:
     junit.unlink(missing_ok=True)
     test = f"{Path(__file__).relative_to(REPO)}::test_two_subflows_share_one_coupling_state[netem]"
     argv = ["sh", "-c", 'make -s -C hosts/cc kmod && exec python3 -m pytest -p no:cacheprovider -s -rA "$0"', test]
-    res = vm.run_in_vm(argv, timeout_s=600, env={"PYTEST_ADDOPTS": f"--junitxml={junit}"})
+    res = run_in_lab_vm(argv, timeout_s=600, env={"PYTEST_ADDOPTS": f"--junitxml={junit}"})
     print(f"\nlab VM: kernel {res.kernel}, {res.accel}, {res.elapsed_s:.0f} s\n{res.output[-1500:]}")
     assert res.returncode == 0, f"in the lab VM: exit {res.returncode}:\n{res.output[-3000:]}"
     suite = ET.parse(junit).getroot()

@@ -19,14 +19,13 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller import spec, system
-from tests.conftest import CCLAB, REPO, lab_vm_missing
+from tests.conftest import REPO, cclab_vm, lab_vm_missing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -44,13 +43,7 @@ SETTLED_S = 30.0
 def _run(vm: bool, out: Path) -> tuple[Path, dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.iterdir())
-    proc = subprocess.run(
-        [*CCLAB, "run", *(["--vm"] if vm else []), str(SPEC), "--results", str(out), "--no-plots", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = cclab_vm(["run", *(["--vm"] if vm else []), str(SPEC), "--results", str(out), "--no-plots", "--json"], 900)
     where = "cclab run --vm" if vm else "cclab run"
     assert proc.returncode == 0, f"{where}: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
     new = sorted(set(out.iterdir()) - before)

@@ -17,7 +17,7 @@ from controller import capabilities, cc, cli, system
 from controller.dataplane import DataPlaneError, delay
 from controller.experiment import preflight
 from controller.spec import algos
-from tests.conftest import CCLAB, REPO, lab_vm_missing
+from tests.conftest import CCLAB, REPO, lab_vm_missing, run_in_lab_vm
 
 #: rows that report a fact and have no fix to give (a "no" there is not something to repair here)
 NO_FIX_EXPECTED = {"sysctl.bridge-nf"}
@@ -126,7 +126,6 @@ def test_doctor_in_the_lab_vm_differs_where_the_kernels_differ() -> None:
     why = lab_vm_missing()
     if why:
         pytest.skip(why)
-    from controller import vm
 
     if not all(cc.kernel_module(n).exists() for n in algos.modules()):
         pytest.skip("the .ko modules are not built; run `make -C hosts/cc kmod`")
@@ -140,7 +139,7 @@ def test_doctor_in_the_lab_vm_differs_where_the_kernels_differ() -> None:
         "'rdonly_cast': b'\\0bpf_rdonly_cast\\0' in btf}))"
     )
     script = f'python3 -m controller.cli doctor --json && python3 -c "{facts}"'
-    res = vm.run_in_vm(["sh", "-c", script], timeout_s=300)
+    res = run_in_lab_vm(["sh", "-c", script], timeout_s=300)
     assert res.returncode == 0, res.output[-2000:]
     lines = res.output.splitlines()
     guest_doc = json.loads(next(ln for ln in lines if ln.startswith("{")))

@@ -12,7 +12,6 @@ Needs root, qemu and the image (`make vm`); skips with the reason otherwise.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 from controller import vm
 from controller.results import rundir
 from controller.spec import CCLAB_ALGOS, algos
-from tests.conftest import CCLAB, REPO, lab_vm_missing
+from tests.conftest import CCLAB, REPO, cclab_vm, lab_vm_missing, run_in_lab_vm
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -51,25 +50,11 @@ def guest() -> tuple[vm.VmResult, dict[str, Any]]:
     results.mkdir(parents=True, exist_ok=True)
     env = {"CCLAB_VM_KERNEL": vm.image().kernel.abi, "CCLAB_VM_RESULTS": str(results)}
     argv = ["python3", "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "-rA", "vm/guest_tests"]
-    try:
-        res = vm.run_in_vm(argv, timeout_s=SUITE_TIMEOUT_S, env=env)
-    except vm.GuestPanic as exc:
-        if ours(exc.trace):
-            raise
-        # software emulation's own faults (CI: a double fault whose saved RFLAGS had reserved bits set, which no
-        # CPU pushes, in the slab allocator under a receiver's ACK); once more, with the panic in the output
-        print(f"\nlab VM: {exc}\n{exc.trace}\nlab VM: the panic's trace names no cclab code; the suite once more")
-        res = vm.run_in_vm(argv, timeout_s=SUITE_TIMEOUT_S, env=env)
+    res = run_in_lab_vm(argv, timeout_s=SUITE_TIMEOUT_S, env=env)
     report_path = res.console_log_path.parent / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     _print_summary(res, report)
     return res, report
-
-
-def ours(trace: str) -> bool:
-    """Whether a guest kernel's panic report runs through cclab's code: a module's function ([tcp_<algo>]) or
-    a BPF program; "Modules linked in" lists the loaded ones without brackets and does not count."""
-    return bool(re.search(rf"\[tcp_({'|'.join(CCLAB_ALGOS)})\]|bpf_prog_", trace))
 
 
 def _print_summary(res: vm.VmResult, report: dict[str, Any]) -> None:
@@ -217,13 +202,7 @@ def test_cclab_run_vm_demo_lands_complete_on_host_with_delay() -> None:
     results = OUT / "results-demo"
     results.mkdir(parents=True, exist_ok=True)
     before = set(results.iterdir())
-    proc = subprocess.run(
-        [*CCLAB, "run", "--vm", "experiments/demo.toml", "--results", str(results), "--no-plots"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = cclab_vm(["run", "--vm", "experiments/demo.toml", "--results", str(results), "--no-plots"], 600)
     assert proc.returncode == 0, f"cclab run --vm: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
     new = sorted(set(results.iterdir()) - before)
     assert len(new) == 1, f"expected one new run directory in {results}, got {new}"

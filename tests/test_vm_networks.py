@@ -7,13 +7,12 @@ Needs root, qemu and the image (`make vm`); skips with the reason otherwise.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import CCLAB, REPO, lab_vm_missing
+from tests.conftest import REPO, cclab_vm, lab_vm_missing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -28,13 +27,7 @@ def _run_in_vm(spec: Path) -> dict[str, Any]:
         pytest.skip(why)
     OUT.mkdir(parents=True, exist_ok=True)
     before = set(OUT.iterdir())
-    proc = subprocess.run(
-        [*CCLAB, "run", "--vm", str(spec), "--results", str(OUT), "--no-plots", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = cclab_vm(["run", "--vm", str(spec), "--results", str(OUT), "--no-plots", "--json"], 900)
     assert proc.returncode == 0, f"cclab run --vm: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
     new = sorted(set(OUT.iterdir()) - before)
     assert len(new) == 1, f"expected one new run directory in {OUT}, got {new}"

@@ -13,7 +13,7 @@ import pytest
 
 from controller import vm
 from controller.vm.share import read_outcome
-from tests.test_vm import ours
+from tests.conftest import panic_is_ours as ours
 
 PANIC = Path(__file__).with_name("data") / "guest-panic-console.log"
 
@@ -49,3 +49,14 @@ def test_an_end_without_status_or_panic_is_a_plain_vm_error(tmp_path: Path) -> N
         read_outcome(ctl, 0)
     assert not isinstance(exc.value, vm.GuestPanic)
     assert "without the command's exit status" in str(exc.value)
+
+
+def test_a_panic_told_by_the_command_line_is_found_with_its_console(tmp_path: Path) -> None:
+    """`cclab run --vm` prints GuestPanic's message; a lab VM test finds the console in it to read the trace."""
+    from tests.conftest import _PANIC_SEEN
+
+    ctl = _ctl(tmp_path, PANIC.read_text())
+    with pytest.raises(vm.GuestPanic) as exc:
+        read_outcome(ctl, 0)
+    seen = _PANIC_SEEN.search(f"cclab: {exc.value}\n")
+    assert seen is not None and seen.group(1) == str(ctl / "console.log"), str(exc.value)

@@ -11,6 +11,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -101,8 +102,13 @@ class BoundedShell:
         return proc.stdout + proc.stderr
 
     def waitOutput(self, verbose: bool = False, findPid: bool = True) -> str:  # noqa: N802, N803 (Mininet's names)
-        """Mininet's waitOutput with a time limit, ending early when the shell is gone."""
+        """Mininet's waitOutput with a time limit, ending early when the shell is gone.  Mininet's own wait for
+        output (monitor's poll) cannot time out: it polls the terminal for writing too, which a terminal always
+        is, and then blocks in read(); so the wait here is a poll for input alone, and monitor only reads what is
+        there."""
         deadline = time.monotonic() + SHELL_TIMEOUT_S
+        readable = select.poll()
+        readable.register(self.stdout.fileno(), select.POLLIN)  # type: ignore[attr-defined]
         output = ""
         while getattr(self, "waiting", False):
             left = deadline - time.monotonic()
@@ -111,7 +117,8 @@ class BoundedShell:
                     self._give_up(f"did not answer {getattr(self, 'lastCmd', '?')!r} in {SHELL_TIMEOUT_S:g} s")
                 self.waiting = False
                 break
-            output += self.monitor(timeoutms=int(min(left, SHELL_POLL_S) * 1000), findPid=findPid)  # type: ignore[attr-defined]
+            if readable.poll(int(min(left, SHELL_POLL_S) * 1000)):
+                output += self.monitor(findPid=findPid)  # type: ignore[attr-defined]
         return output
 
 

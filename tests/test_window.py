@@ -185,49 +185,30 @@ def test_a_real_runs_loss_after_a_warm_up_counts_its_flows_packets() -> None:
 
 # --- a report -------------------------------------------------------------------------------------
 
-CLAIMS = """
-[[claims]]
-id = "fair-after-2.5s"
-source = "BTBE paper, Fig. 5"
-paper = "made up for this test"
-metric = "jain"
-algo = "all"
-compare = "value"
-value = 0.91
-margin = 0.05
-margin_why = "a test"
-n = 5
-n_why = "a test"
-warmup_s = 2.5
 
+def _claim(cid: str, metric: str, value: float, warmup_s: float) -> str:
+    return f"""
 [[claims]]
-id = "busy-after-2.5s"
+id = "{cid}"
 source = "BTBE paper, Fig. 5"
 paper = "made up for this test"
-metric = "utilization"
+metric = "{metric}"
 algo = "all"
 compare = "value"
-value = 0.64
+value = {value}
 margin = 0.05
 margin_why = "a test"
 n = 5
 n_why = "a test"
-warmup_s = 2.5
-
-[[claims]]
-id = "busy-whole-run"
-source = "BTBE paper, Fig. 5"
-paper = "made up for this test"
-metric = "utilization"
-algo = "all"
-compare = "value"
-value = 0.64
-margin = 0.05
-margin_why = "a test"
-n = 5
-n_why = "a test"
-warmup_s = 0
+warmup_s = {warmup_s}
 """
+
+
+CLAIMS = (
+    _claim("fair-after-2.5s", "jain", 0.91, 2.5)
+    + _claim("busy-after-2.5s", "utilization", 0.64, 2.5)
+    + _claim("busy-whole-run", "utilization", 0.64, 0)
+)
 
 
 def _sweep(tmp_path: Path) -> Path:

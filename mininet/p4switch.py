@@ -31,6 +31,7 @@ if str(REPO) not in sys.path:  # `mn --custom` runs from anywhere
     sys.path.insert(0, str(REPO))
 
 from controller.dataplane.p4runtime import P4RuntimeClient, P4RuntimeError  # noqa: E402
+from controller.network.mininet import BoundedShell  # noqa: E402
 
 BUILD_P4 = REPO / "build" / "p4"
 JSON = BUILD_P4 / "bottleneck.json"
@@ -87,7 +88,7 @@ def _cli_command() -> list[str]:
     return [sys.executable, path] if first.startswith(b"#!") and b"python" in first else [path]
 
 
-class Bmv2Switch(Switch):
+class Bmv2Switch(BoundedShell, Switch):
     """simple_switch_grpc in its own namespace, P4Runtime on a Unix socket, pipeline pushed at start."""
 
     def __init__(

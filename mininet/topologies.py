@@ -50,6 +50,7 @@ if str(REPO) not in sys.path:  # `mn --custom` runs from anywhere
     sys.path.insert(0, str(REPO))
 
 from controller.network import PREFIX_LEN, Graph, GraphError, Link, LinkSpec  # noqa: E402
+from controller.network.mininet import BoundedShell  # noqa: E402
 from controller.network.presets import dumbbell, multipath, parking_lot  # noqa: E402
 
 #: Offloads off: loss and queueing must act on wire-size packets (with GSO on,
@@ -72,8 +73,8 @@ def offloads_off(node: Any, intf: str) -> None:
     _run(node, ["ethtool", "-K", intf, *OFFLOADS_OFF])
 
 
-class CclabHost(Host):
-    """A Mininet host with offloads off and no IPv6 chatter on its links."""
+class CclabHost(BoundedShell, Host):
+    """A Mininet host with offloads off and no IPv6 chatter on its links, whose shell cannot hang a run."""
 
     def config(self, **params: Any) -> Any:
         r = super().config(**params)
@@ -99,7 +100,7 @@ def _peer(intf: Any) -> Any:
     return link.intf2 if link.intf1 is intf else link.intf1
 
 
-class CclabBridge(LinuxBridge):
+class CclabBridge(BoundedShell, LinuxBridge):
     """A Linux-bridge switch whose ports have offloads off; its ports that face a host free the host's frames
     from their sockets (sysctls.FREE_AT_HOST_PORTS), else TCP Small Queues would cap what a flow can queue at
     an emulated link.  The bridge and its ports have no IPv6 (as the hosts): a bridge's own neighbour and
@@ -120,7 +121,7 @@ class CclabBridge(LinuxBridge):
                 free_from_socket_at(self, intf.name)
 
 
-class CclabOvsBridge(Switch):
+class CclabOvsBridge(BoundedShell, Switch):
     """An Open vSwitch bridge in the OVS a run uses (controller/fabric/ovs.py): OpenFlow 1.3 only, fail
     mode secure (forwards nothing until the controller programs it), its controller on 127.0.0.1, every
     port at the OpenFlow number Mininet gave it, offloads off, and marked as cclab's for clean-up."""

@@ -141,11 +141,6 @@ def test_a_claim_that_selects_two_rows_is_refused() -> None:
         verdicts.judge(c, [_row(1, 1, 1, p=1), _row(1, 1, 1, p=2)])
 
 
-def test_a_warm_up_is_refused_until_the_report_leaves_it_out() -> None:
-    with pytest.raises(cl.ClaimsError, match=r"warmup_s = 10: .* only warmup_s = 0 is allowed"):
-        verdicts.judge(_claim(compare="ratio", value=2.6, margin=0.25, warmup_s=10.0), [_row(2.6, 2.5, 2.7)])
-
-
 def test_only_the_three_words() -> None:
     seen = {cl.judge(lo, hi, (1.0, 2.0)) for lo, hi in [(1.2, 1.8), (3, 4), (0.5, 1.5), (None, None)]}
     assert seen == {"holds", "does not hold", "inconclusive"}

@@ -4,18 +4,20 @@ value and what is allowed, the targets that cannot run it, and the integers the 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from controller import spec
-from controller.dataplane import LinkParams
+from controller.dataplane import tofino
 from controller.dataplane.bmv2 import red_idle_inv
 from controller.dataplane.red import RED_OFF, red_config
-from controller.dataplane.tofino import TofinoBottleneck, TofinoError
+from controller.dataplane.tofino import TNA_RED_OFF, TofinoError, red_threshold, tna_red
 from controller.experiment.build import link_params
-from controller.network import Red
+from controller.network import TNA_RED_WLOG, Red
 from controller.spec import tomllib
 from tests import test_network, test_spec
+from tests.conftest import REPO
 
 RED_LINE = "red = {min_pkts = 20, max_pkts = 80, max_p = 0.2}"
 SPEC = test_spec.GOOD.replace("rate_mbps = 10", f"rate_mbps = 10\nqueue_pkts = 100\n{RED_LINE}")
@@ -85,21 +87,97 @@ def test_red_needs_a_rate_limited_link() -> None:
         _parse(text)
 
 
-def test_tofino_refuses_red_before_anything_is_built() -> None:
-    """The TNA program has no RED: the spec refuses it on tofino; bmv2 and the kernel target take it."""
+def test_tofino_takes_red_with_the_programs_weight_and_refuses_another() -> None:
+    """The TNA program's average has its weight built in (TNA_RED_WLOG): the spec takes RED on tofino with that
+    red.wlog (the default) and refuses another in one line, before anything is built."""
+    tofino = SPEC.replace('name = "t"', 'name = "t"\ndataplane = "tofino"')
+    assert _parse(tofino).bottleneck.red == Red(min_pkts=20, max_pkts=80, max_p=0.2, wlog=TNA_RED_WLOG)
     with pytest.raises(spec.SpecError) as exc:
-        _parse(SPEC.replace('name = "t"', 'name = "t"\ndataplane = "tofino"'))
+        _parse(tofino.replace("max_p = 0.2}", "max_p = 0.2, wlog = 7}"))
     msg = str(exc.value)
-    assert "link l1 (s1-s2).red = '{...}': not in the TNA program yet" in msg and "\n" not in msg, msg
-    for dataplane in ("kernel", "bmv2"):
-        assert _parse(SPEC.replace('name = "t"', f'name = "t"\ndataplane = "{dataplane}"')).bottleneck.red
+    assert "link l1 (s1-s2).red.wlog = 7: the Tofino program's RED average has the weight 2^-9 built in" in msg, msg
+    assert "\n" not in msg
+    with pytest.raises(TofinoError, match=r"^red.wlog = 7: the TNA program's RED average has the weight 2\^-9$"):
+        tna_red(Red(min_pkts=20, max_pkts=80, wlog=7), 10_000_000, 1514)
+    assert tna_red(None, 10_000_000, 1514) == TNA_RED_OFF
 
 
-def test_tofino_refuses_red_at_set_up_too() -> None:
-    """A LinkParams with RED that reaches the Tofino target (not through a spec) is refused before any write."""
-    dp = TofinoBottleneck("t", bottleneck_port=1, routes=())
-    with pytest.raises(TofinoError, match="a RED queue is not in the TNA program yet"):
-        dp._set_loss(LinkParams(rate_bps=10_000_000, queue_pkts=100, red=Red(min_pkts=2, max_pkts=8)))
+def test_tna_red_by_hand() -> None:
+    """min 20, max 80 packets, max_p 0.2 at 10 Mbit/s, 1514-byte frames (19 cells of 80 bytes), wlog 9."""
+    t = tna_red(Red(min_pkts=20, max_pkts=80, max_p=0.2, wlog=9), 10_000_000, 1514)
+    assert (t.min_c, t.max_c, t.norm) == (20 * 19 << 9, 80 * 19 << 9, 0) == (194_560, 778_240, 0)
+    # span 583680 in 64 steps of 9120; the first step's middle (194560 + 203679) // 2 = 199119 is 4559 above min:
+    # ceil(round(0.2 * 2^32) * 4559 / 583680) = ceil(858993459 * 4559 / 583680) = ceil(6709414.76)
+    assert t.ramp[0] == (194_560, 203_679, 6_709_415) and len(t.ramp) == 64
+    # red.py's halving time at 10 Mbit/s: 1211.2 us a frame / -log2(1 - 2^-9) = 429424504 ns, 419359.9 ticks of
+    # 1.024 us: the idle rule's ranges from 0.5, 1.5 and 2.5 halvings, rounded up to ticks
+    assert red_config(Red(min_pkts=20, max_pkts=80, wlog=9), 10_000_000, 1514).half_ns == 429_424_504
+    assert t.decay == (
+        (209_680, 629_039, "red_decay_half"),
+        (629_040, 1_048_399, "red_decay_quarter"),
+        (1_048_400, (1 << 32) - 1, "red_decay_all"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("red", "rate_bps"),
+    [
+        (Red(min_pkts=20, max_pkts=80, max_p=0.2, wlog=9), 10_000_000),
+        (Red(min_pkts=5, max_pkts=15, max_p=1.0, wlog=9), 100_000_000_000),
+        (Red(min_bytes=30_000, max_bytes=120_000, max_p=0.1, wlog=9), 1_000_000_000),
+        (Red(min_bytes=0, max_bytes=4_000_000, max_p=0.5, wlog=9), 10_000_000),
+        (Red(min_pkts=0, max_pkts=2, max_p=1e-6, wlog=9), 1_000_000),
+    ],
+)
+def test_tna_red_is_red_pys_integers_in_cells(red: Red, rate_bps: int) -> None:
+    """What tofino.py programs is red.py's RED in the TNA program's units: thresholds in cells, red.py's norm rule
+    for their span, red_ramp's steps covering [min, max) with the v1model program's early-drop threshold at each
+    step's middle (so within max_p / 128 of its line everywhere), and the idle rule's ranges in red.py's
+    halvings of the program's 1.024 us clock."""
+    base = red_config(red, rate_bps, 1514)
+    t = tna_red(red, rate_bps, 1514)
+    cells = (lambda v: -(-v // 80)) if red.in_bytes else (lambda v: v * 19)
+    assert (t.on, t.min_c, t.max_c) == (1, cells(base.min_s), cells(base.max_s))
+    span = t.max_c - t.min_c
+    assert span >> t.norm < 1 << 31 and (t.norm == 0 or span >> t.norm >= 1 << 30)
+    cfg = base._replace(min_s=t.min_c, max_s=t.max_c, norm=t.norm)
+    ends = [t.min_c - 1] + [hi for _, hi, _ in t.ramp]
+    assert [lo for lo, _, _ in t.ramp] == [e + 1 for e in ends[:-1]] and ends[-1] == t.max_c - 1
+    assert len(t.ramp) == min(tofino.RED_RAMP_STEPS, span)
+    m = base.max_p_thr
+    for lo, hi, thr in t.ramp:
+        mid = (lo + hi) // 2
+        assert thr == red_threshold(cfg, mid)
+        # the v1model program's test at the middle: draw thr - 1 drops, draw thr does not
+        over, sp = (mid - t.min_c) >> t.norm, span >> t.norm
+        assert (thr - 1) * sp < m * over <= thr * sp or thr == over == 0, (lo, hi, thr)
+        for avg in (lo, hi):  # the staircase against the line over the whole step
+            line = m * (avg - t.min_c) / span
+            assert abs(thr - line) <= m / (2 * len(t.ramp)) + m * (1 << t.norm) / span + 1, (avg, thr, line)
+    assert [thr for *_, thr in t.ramp] == sorted(thr for *_, thr in t.ramp)
+    ticks = base.half_ns / (1 << tofino.RED_TIME_SHIFT)
+    starts = [lo for lo, _, _ in t.decay]
+    assert [a for *_, a in t.decay] == ["red_decay_half", "red_decay_quarter", "red_decay_all"]
+    for start, (halvings, _) in zip(starts, tofino.RED_DECAY):
+        assert start == max(1, math.ceil(halvings * ticks)) or ticks < 1, (start, halvings * ticks)
+    assert [hi + 1 for _, hi, _ in t.decay[:-1]] == starts[1:] and t.decay[-1][1] == (1 << 32) - 1
+
+
+TNA = (REPO / "p4" / "tna" / "bottleneck.p4").read_text()
+
+
+def test_the_tna_program_has_what_tofino_py_programs() -> None:
+    """Every table, action, counter and register tofino.py names is declared in p4/tna/bottleneck.p4, and the
+    program's RED constants are tofino.py's."""
+    source = (REPO / "controller" / "dataplane" / "tofino.py").read_text()
+    named = set(re.findall(r'"(?:pipe\.)?Cclab(?:Ingress|Egress)\.(\w+)', source))
+    assert {"red_params", "red_average", "red_ramp", "red_avg", "red_drops", "red_set_threshold"} <= named
+    named |= {action for _, action in tofino.RED_DECAY}
+    for name in sorted(named):
+        assert re.search(rf"\b(table|action|\)) {name}\b|\) {name};", TNA), f"{name} is not in the TNA program"
+    assert re.search(rf"#define RED_WLOG {TNA_RED_WLOG}\n", TNA)
+    assert re.search(rf"RED_RAMP_STEPS = 32w{tofino.RED_RAMP_STEPS};", TNA)
+    assert "global_tstamp[41:10]" in TNA and tofino.RED_TIME_SHIFT == 10
 
 
 def test_bmv2_idle_inverse_is_the_halving_time_in_us() -> None:

@@ -513,7 +513,7 @@ repetitions = 5
 "flows[0].algo" = ["reno", "cubic"]
 """
 
-E2E_CLAIMS = """
+RENO_CLAIM = """
 [[claims]]
 id = "reno-uses-the-link"
 source = "TCPW faster-recovery slides, slide 9"
@@ -529,7 +529,15 @@ margin_why = "the order"
 n = 5
 n_why = "a ninefold effect"
 warmup_s = 0
+"""
 
+# the same floor judged twice: on the whole run, and over [1 s, end] (its slow start left out)
+E2E_CLAIMS = (
+    RENO_CLAIM
+    + RENO_CLAIM.replace('"reno-uses-the-link"', '"reno-uses-the-link-after-1s"').replace(
+        "warmup_s = 0", "warmup_s = 1"
+    )
+    + """
 [[claims]]
 id = "cubic-as-reno"
 source = "TCPW faster-recovery slides, slide 9"
@@ -544,6 +552,7 @@ n = 10
 n_why = "no effect claimed: n >= 10, more than this sweep has"
 warmup_s = 0
 """
+)
 
 
 @pytest.mark.root
@@ -592,11 +601,21 @@ def test_a_real_sweep_is_pooled_judged_packed_and_regenerated(tmp_path: Path) ->
     assert reno["fidelity_passed"] == f"{n_reno}/{n_reno + failed_reno}" and reno["run_length_s"] == "3"
     # 10 Mbit/s for 3 s: a reno flow uses well over a tenth of the link once its 5 runs all passed
     assert reno["verdict"] == ("holds" if n_reno == 5 else "inconclusive"), (reno, failed)
+    after = verdicts["reno-uses-the-link-after-1s"]  # judged on the tables over [1 s, end]
+    assert (after["verdict"], after["warmup_s"]) == (reno["verdict"], "1"), after
+    rows = [
+        r for r in csv.DictReader((d / "report" / "warmup-1s" / "table.csv").open()) if r["metric"] == "utilization"
+    ]
+    assert len(rows) == 2 and all(int(r["n"]) > 0 for r in rows) and "warmup-1s/" in after["note"], (rows, after)
     assert verdicts["cubic-as-reno"]["verdict"] == "inconclusive" and int(verdicts["cubic-as-reno"]["n"]) <= 5
     proc = subprocess.run(again, cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "again" / "verdicts.csv").read_text() == (d / "report" / "verdicts.csv").read_text()
     assert (tmp_path / "again" / "table.csv").read_text() == (d / "report" / "table.csv").read_text()
+    again_w = (tmp_path / "again" / "warmup-1s" / "table.csv").read_text().splitlines()
+    ours_w = (d / "report" / "warmup-1s" / "table.csv").read_text().splitlines()
+    # the archive keeps link.csv (the utilization after the warm-up), not links.csv (the loss after it)
+    assert again_w == [r for r in ours_w if ",measured_loss," not in r], "the archive lost the link series"
     print(f"archive of 10 runs: {archive.stat().st_size} bytes; failed fidelity: {len(failed)}")
 
 

@@ -39,7 +39,7 @@ NEEDS_THE_PARSER = {
     "flows[2].dst": "an mptcp receiver receives one mptcp flow (a relation between flows)",
     "flows[2].src": "an mptcp sender sends nothing else, nor receives mptcp (a relation between flows)",
     "flows[1].via": "a path choice must name a link on the flow's paths (from the topology)",
-    "link l1 (s1-s2).red": "which data plane runs a RED queue is a rule across fields (dataplane and the link)",
+    "link l1 (s1-s2).red.wlog": "the RED weight a data plane takes is a rule across fields (dataplane and the link)",
 }
 
 

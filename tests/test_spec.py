@@ -120,13 +120,13 @@ def test_missing_required_field() -> None:
         (GOOD.replace("rate_mbps = 10", "rate_mbps = = 10"), "not valid TOML"),
         (GOOD.replace("duration_s = 5", "duration_s = 5\ndurtion_s = 5"), "durtion_s"),
         (
-            GOOD.replace("rate_mbps = 10", "rate_mbps = 10\nred = {min_pkts = 5, max_pkts = 15}").replace(
+            GOOD.replace("rate_mbps = 10", "rate_mbps = 10\nred = {min_pkts = 5, max_pkts = 15, wlog = 7}").replace(
                 'name = "t"', 'name = "t"\ndataplane = "tofino"'
             ),
-            "link l1 (s1-s2).red = '{...}': not in the TNA program yet",
+            "link l1 (s1-s2).red.wlog = 7: the Tofino program's RED average has the weight 2^-9 built in",
         ),
     ],
-    ids=["negative-rate", "per-above-1", "unknown-algo", "toml-syntax", "unknown-key", "red-on-tofino"],
+    ids=["negative-rate", "per-above-1", "unknown-algo", "toml-syntax", "unknown-key", "red-weight-on-tofino"],
 )
 def test_cli_rejects_bad_spec_in_one_line_and_creates_nothing(tmp_path: Path, text: str, needle: str) -> None:
     """`cclab run` on a bad spec: non-zero exit, one line, no traceback, no results directory."""

@@ -11,12 +11,15 @@ Layout on the bottleneck port:
     ingress:  ipv4_forward, flow_stats (index 1..n; 0 = undeclared), `offered`
     TM:       port shaping: tf1.tm.port.sched_shaping (rate in kbit/s, burst),
               queue limit: tf1.tm.queue.buffer (cells) for the port's queue 0
-    egress:   Random<bit<32>> against loss_decide's range entry [0, threshold)
-              -> random_drops, else forwarded; queue_depth histogram
+    egress:   RED (red_params on, red_average's idle-rule entries, red_ramp's
+              drop thresholds: tna_red) -> red_drops; then Random<bit<32>>
+              against loss_decide's range entry [0, threshold) -> random_drops,
+              else forwarded; queue_depth histogram
 
 Queue drops are derived from the same counters as on BMv2 (offered less
-forwarded less random drops, less what the queue can still hold).  Delay is
-not the switch's: an external delay element on the link carries it.
+forwarded less random and RED drops, less what the queue can still hold),
+RED's early drops added.  Delay is not the switch's: an external delay
+element on the link carries it.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, FlowKey, LinkParams, Snapshot
 from controller.dataplane.p4common import DRAIN_MARGIN_S, FALLBACK_INDEX, Route, frame_bytes, loss_threshold
+from controller.dataplane.red import RedConfig, red_config
+from controller.network import TNA_RED_WLOG, Red
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,78 @@ BFRT_ADDRESS = "127.0.0.1:50052"
 
 class TofinoError(DataPlaneError):
     """The Tofino data plane could not be programmed or read; the message says what to do."""
+
+
+#: red_ramp's steps between RED's min and max (RED_RAMP_STEPS in p4/tna/bottleneck.p4)
+RED_RAMP_STEPS = 64
+#: RED's clock in the program: the egress timestamp in ns >> RED_TIME_SHIFT (1.024 us), 32 bits of it
+RED_TIME_SHIFT = 10
+#: the top of a 32-bit range key
+RANGE_MAX = (1 << 32) - 1
+#: red_average's actions for a packet that found the queue empty, by the idle time before it in halvings of the
+#: average (from, action): under half a halving one ordinary update (red_update, the table's default), then the
+#: idle rule rounded to whole halvings; from 2.5 on the v1model program would leave under 18 %: cleared
+RED_DECAY = ((0.5, "red_decay_half"), (1.5, "red_decay_quarter"), (2.5, "red_decay_all"))
+
+
+class TnaRed(NamedTuple):
+    """A link's RED as the TNA program takes it: red.py's integers in the program's units (80-byte cells, the
+    1.024 us clock) and, where Tofino cannot multiply, as range entries the controller computes."""
+
+    on: int
+    min_c: int
+    """min << wlog, in cells (packets as full-size frames of cells, bytes rounded up to cells)."""
+    max_c: int
+    """max << wlog, in cells."""
+    norm: int
+    """red.py's norm for this span: (max_c - min_c) >> norm < 2^31."""
+    ramp: tuple[tuple[int, int, int], ...]
+    """red_ramp's entries over [min_c, max_c): (low, high, threshold), the threshold the v1model program's at the
+    step's middle: P(early drop) * 2^32 there."""
+    decay: tuple[tuple[int, int, str], ...]
+    """red_average's entries for an empty queue: (low, high, action) over the idle time in the program's clock."""
+
+
+TNA_RED_OFF = TnaRed(0, 0, 0, 0, (), ())
+
+
+def red_threshold(cfg: RedConfig, avg_s: int) -> int:
+    """The v1model program's early drop at average avg_s (<< wlog, in cfg's unit) as a threshold: it drops iff
+    draw * span < max_p_thr * over (over, span: avg_s - min_s, max_s - min_s, >> norm), i.e. iff draw <
+    ceil(max_p_thr * over / span), this."""
+    over, span = (avg_s - cfg.min_s) >> cfg.norm, (cfg.max_s - cfg.min_s) >> cfg.norm
+    return -(-cfg.max_p_thr * over // span)
+
+
+def tna_red(red: Red | None, rate_bps: int, frame: int) -> TnaRed:
+    """`red` on a Tofino link of rate_bps whose full-size frames are `frame` wire bytes; TNA_RED_OFF for None.
+    The thresholds go into cells (Tofino's queue depth), red.py's norm is taken again for their span, and its
+    max_p_thr and half_ns become red_ramp's and red_average's entries (p4/tna/bottleneck.p4)."""
+    base = red_config(red, rate_bps, frame)
+    if red is None or not base.on:
+        return TNA_RED_OFF
+    if base.wlog != TNA_RED_WLOG:
+        raise TofinoError(f"red.wlog = {base.wlog}: the TNA program's RED average has the weight 2^-{TNA_RED_WLOG}")
+    frame_cells = -(-frame // CELL_BYTES)
+    min_c, max_c = ((-(-v // CELL_BYTES) if red.in_bytes else v * frame_cells) for v in (base.min_s, base.max_s))
+    if max_c > RANGE_MAX:
+        lo, hi = red.thresholds
+        raise TofinoError(f"red max = {hi}: {max_c} cells << wlog do not fit the program's 32-bit average")
+    span = max_c - min_c
+    norm = max(0, span.bit_length() - 31)  # red.py's rule, for the span in cells
+    cfg = base._replace(norm=norm, min_s=min_c, max_s=max_c)
+    steps = min(RED_RAMP_STEPS, span)
+    ramp = []
+    for i in range(steps):
+        lo, hi = min_c + span * i // steps, min_c + span * (i + 1) // steps - 1
+        ramp.append((lo, hi, red_threshold(cfg, (lo + hi) // 2)))
+    unit_ns = 1 << RED_TIME_SHIFT
+    bounds = [max(1, -(-int(2 * h) * base.half_ns // (2 * unit_ns))) for h, _ in RED_DECAY]
+    for i in range(1, len(bounds)):  # a halving under a clock tick: one tick per range
+        bounds[i] = max(bounds[i], bounds[i - 1] + 1)
+    ends = [b - 1 for b in bounds[1:]] + [RANGE_MAX]
+    decay = tuple((b, e, action) for b, e, (_h, action) in zip(bounds, ends, RED_DECAY))
+    return TnaRed(1, min_c, max_c, norm, tuple(ramp), decay)
 
 
 def queue_cells(p: LinkParams) -> int:
@@ -88,7 +165,7 @@ class TofinoBottleneck:
     _params: LinkParams | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _qdrop: dict[int, tuple[int, int]] = field(default_factory=dict, init=False)
-    _prev: dict[int, tuple[int, int, int]] = field(default_factory=dict, init=False)
+    _prev: dict[int, tuple[int, int, int, int]] = field(default_factory=dict, init=False)
     _prev_t: float = field(default=0.0, init=False)
     quiescent: bool = field(default=False, init=False)
 
@@ -155,6 +232,7 @@ class TofinoBottleneck:
             "frame_bytes": frame_bytes(p.mtu) if p else None,
             "queue_cells": queue_cells(p) if p else None,
             "loss_threshold": loss_threshold(p.per) if p else None,
+            "red": tna_red(p.red, p.rate_bps, frame_bytes(p.mtu))._asdict() if p and p.red else None,
             "random_seeded": False,
             "flows": {str(i): list(k) for i, k in enumerate(self.flows, 1)},
         }
@@ -202,8 +280,6 @@ class TofinoBottleneck:
     def _set_loss(self, p: LinkParams) -> None:
         if p.ge is not None:
             raise TofinoError("Gilbert-Elliott loss is not in the TNA program; use i.i.d. `per`")
-        if p.red is not None:
-            raise TofinoError("a RED queue is not in the TNA program yet; RED runs on the kernel and bmv2 targets")
         gc = self._gc
         t = self._table("pipe.CclabEgress.loss_decide")
         t.entry_del(self._target, [])
@@ -212,10 +288,50 @@ class TofinoBottleneck:
             key = t.make_key([gc.KeyTuple("meta.loss_draw", low=0, high=thr - 1)])
             t.entry_add(self._target, [key], [t.make_data([], "CclabEgress.drop_random")])
 
+    def _set_red(self, p: LinkParams, old: LinkParams | None) -> None:
+        """RED's entries and red_params' default action, where they change: on after the entries, off before
+        they go; a new RED starts from an empty average (the register, written over BfRt)."""
+        red = tna_red(p.red, p.rate_bps, frame_bytes(p.mtu))
+        before = tna_red(old.red, old.rate_bps, frame_bytes(old.mtu)) if old is not None else TNA_RED_OFF
+        if red == before:
+            return
+        gc, target = self._gc, self._target
+        params = self._table("pipe.CclabEgress.red_params")
+        switch = params.make_data([gc.DataTuple("on", red.on)], "CclabEgress.set_red")
+        if not red.on:
+            params.default_entry_set(target, switch)
+        average, ramp = self._table("pipe.CclabEgress.red_average"), self._table("pipe.CclabEgress.red_ramp")
+        for t in (average, ramp):
+            t.entry_del(target, [])
+        if not red.on:
+            return
+        average.entry_add(
+            target,
+            [
+                average.make_key([gc.KeyTuple("meta.red_empty", 1), gc.KeyTuple("meta.red_idle", low=lo, high=hi)])
+                for lo, hi, _ in red.decay
+            ],
+            [average.make_data([], f"CclabEgress.{action}") for _, _, action in red.decay],
+        )
+        keys = [ramp.make_key([gc.KeyTuple("meta.red_avg", low=lo, high=hi)]) for lo, hi, _ in red.ramp]
+        datas = [ramp.make_data([gc.DataTuple("thr", thr)], "CclabEgress.red_set_threshold") for *_, thr in red.ramp]
+        keys.append(ramp.make_key([gc.KeyTuple("meta.red_avg", low=red.max_c, high=RANGE_MAX)]))
+        datas.append(ramp.make_data([], "CclabEgress.red_force_drop"))
+        ramp.entry_add(target, keys, datas)
+        if old is None or old.red != p.red:
+            reg = self._table("pipe.CclabEgress.red_avg")
+            reg.entry_mod(
+                target,
+                [reg.make_key([gc.KeyTuple("$REGISTER_INDEX", 0)])],
+                [reg.make_data([gc.DataTuple("CclabEgress.red_avg.f1", 0)])],
+            )
+        params.default_entry_set(target, switch)
+
     def apply(self, p: LinkParams) -> None:
-        """Loss, and if changed the port's rate and queue limit; safe while traffic flows."""
+        """Loss, RED, and if changed the port's rate and queue limit; safe while traffic flows."""
         self._set_loss(p)
         old = self._params
+        self._set_red(p, old)
         if old is None or (old.rate_bps, queue_cells(old)) != (p.rate_bps, queue_cells(p)):
             self._shape(p)
         self._params = p
@@ -240,8 +356,9 @@ class TofinoBottleneck:
             off = self._counter("pipe.CclabIngress.offered", indexes)
             fwd = self._counter("pipe.CclabEgress.forwarded", indexes)
             rnd = self._counter("pipe.CclabEgress.random_drops", indexes)
+            red = self._counter("pipe.CclabEgress.red_drops", indexes)
             t = time.monotonic()
-            now = {i: (off[i][0], fwd[i][0], rnd[i][0]) for i in indexes}
+            now = {i: (off[i][0], fwd[i][0], rnd[i][0], red[i][0]) for i in indexes}
             rate_pps = (self._params.rate_bps / 8 / frame_bytes(self._params.mtu)) if self._params else 1.0
             qlim = (self._params.queue_pkts or 100) if self._params else 100
             # quiescent: nothing moved for twice the time the full queue takes to drain
@@ -252,14 +369,16 @@ class TofinoBottleneck:
             held_max = 0 if quiescent else qlim + 1
             snap, link = Snapshot(t=t), FlowCounters()
             for i in indexes:
-                d_p = off[i][0] - fwd[i][0] - rnd[i][0]
-                d_b = off[i][1] - fwd[i][1] - rnd[i][1]
+                # the TM's drops, derived: what was offered and neither left nor was dropped in the egress
+                d_p = off[i][0] - fwd[i][0] - rnd[i][0] - red[i][0]
+                d_b = off[i][1] - fwd[i][1] - rnd[i][1] - red[i][1]
                 held = min(max(0, d_p), held_max)
                 avg = off[i][1] / off[i][0] if off[i][0] else 0.0
                 q_p0, q_b0 = self._qdrop.get(i, (0, 0))
                 q_p = max(q_p0, d_p - held)
                 q_b = max(q_b0, int(round(d_b - held * avg)) if d_p - held > 0 else 0)
                 self._qdrop[i] = (q_p, q_b)
+                q_p, q_b = q_p + red[i][0], q_b + red[i][1]  # RED's early drops are queue drops too
                 fc = FlowCounters(fwd[i][1], fwd[i][0], rnd[i][1], rnd[i][0], q_b, q_p, off[i][1], off[i][0])
                 if i != FALLBACK_INDEX:
                     snap.flows[self.flows[i - 1]] = fc
@@ -290,8 +409,11 @@ class TofinoBottleneck:
                 "pipe.CclabIngress.ipv4_forward",
                 "pipe.CclabIngress.flow_stats",
                 "pipe.CclabEgress.loss_decide",
+                "pipe.CclabEgress.red_average",
+                "pipe.CclabEgress.red_ramp",
             ):
                 self._table(name).entry_del(self._target, [])
+            self._table("pipe.CclabEgress.red_params").default_entry_reset(self._target)
         except Exception as exc:  # keep tearing down
             log.warning("tofino teardown: %s", exc)
         finally:

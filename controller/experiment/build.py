@@ -23,7 +23,7 @@ from controller.experiment.preflight import P4_INFO, P4_JSON, RunError, delay_el
 from controller.fabric.fabric import CountedFlow, OvsFabric, mininet_ports
 from controller.measure.monitor import Monitor, MonitoredFlow
 from controller.network import EmulatedLink, Graph, Link, LinkSpec, subnet
-from controller.network.mininet import load_p4switch_module, load_topology_module
+from controller.network.mininet import gone_shells, load_p4switch_module, load_topology_module
 from controller.spec import Flow, Spec
 from hosts.tcpinfo import TcpInfoSampler
 from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, MptcpFlow, UdpOnOffFlow
@@ -402,6 +402,9 @@ class Experiment:
                 log.info("t=%.2f s: link %s now %s", now, link.id, st)
             if self.monitor.error is not None:
                 raise RunError(f"counter polling failed: {self.monitor.error}")
+            gone = gone_shells([*net.hosts, *net.switches])
+            if gone:  # its commands (and teardown's) cannot run there any more: the run stops, incomplete
+                raise RunError(f"{gone[0]} during the run: the network is no longer whole")
             if not pending and all(fl.done() for fl in self.flows):
                 return
             if time.monotonic() > end:

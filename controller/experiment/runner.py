@@ -2,13 +2,18 @@
 
 Everything that can be checked is checked before anything is created.  Every
 set-up step registers its teardown first; teardown runs on success, error,
-Ctrl-C and SIGTERM, with further signals ignored until it is done.
+Ctrl-C and SIGTERM.  Each of its steps is bounded in time (a Mininet node
+whose shell died or does not answer is passed over: network/mininet.py's
+BoundedShell); a signal while it runs is noted and teardown goes on, and a
+second one abandons it, marks the run so, writes what was measured and
+leaves the rest to `cclab clean`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import shutil
 import signal
@@ -29,11 +34,17 @@ from controller.results.edge import add_edge
 from controller.spec import Spec
 from hosts.traffic import TrafficError
 
+log = logging.getLogger(__name__)
+
 LOCK = system.RUN_STATE / "lock"
 
 
 class Interrupted(Exception):
     """SIGINT or SIGTERM arrived while the experiment ran."""
+
+
+class Abandoned(KeyboardInterrupt):
+    """A second SIGINT or SIGTERM arrived while the run was torn down: the rest of teardown is `cclab clean`'s."""
 
 
 def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
@@ -91,11 +102,21 @@ def signals_raise() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def signals_ignored() -> Iterator[None]:
-    """Teardown must finish: a second Ctrl-C is ignored until it has."""
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+def signals_noted() -> Iterator[list[str]]:
+    """While teardown runs: the first SIGINT or SIGTERM is noted (the list yielded names it) and teardown goes on,
+    so an impatient second Ctrl-C after the one that stopped the run does not leave half a network; the next
+    raises Abandoned, so that a teardown that hangs can always be stopped."""
+    seen: list[str] = []
+
+    def note(signum: int, _frame: FrameType | None) -> None:
+        seen.append(signal.Signals(signum).name)
+        if len(seen) > 1:
+            raise Abandoned(seen[-1])
+        log.warning("%s: tearing down the run first; send another to abandon teardown (then `cclab clean`)", seen[0])
+
+    old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield seen
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -172,21 +193,29 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
             reason = f"internal error: {exc!r}"
             raise
         finally:
-            with signals_ignored():
-                started = ex.monitor is not None and bool(ex.monitor.series.first)
-                # the edge first: it waits until the senders' switches count no more packets (a closed
-                # socket still sends what it buffered), so the links' final read below sees the same packets
-                edge = ex.edge_counts() if started else {}
-                series = ex.monitor.stop() if ex.monitor is not None and started else None
-                for fl in ex.flows:
-                    fl.stop()
-                    goodputs[fl.flow_id] = fl.goodput_bps()
-                    err = fl.error()
-                    if err and complete:
-                        complete, reason = False, f"{fl.flow_id}: {err}"
-                errors = ex.teardown()
-                if errors:
-                    notes.append("teardown: " + "; ".join(errors))
+            with signals_noted():
+                edge: dict[str, dict[str, int]] = {}
+                series = None
+                try:
+                    started = ex.monitor is not None and bool(ex.monitor.series.first)
+                    # the edge first: it waits until the senders' switches count no more packets (a closed
+                    # socket still sends what it buffered), so the links' final read below sees the same packets
+                    edge = ex.edge_counts() if started else {}
+                    series = ex.monitor.stop() if ex.monitor is not None and started else None
+                    for fl in ex.flows:
+                        fl.stop()
+                        goodputs[fl.flow_id] = fl.goodput_bps()
+                        err = fl.error()
+                        if err and complete:
+                            complete, reason = False, f"{fl.flow_id}: {err}"
+                    errors = ex.teardown()
+                    if errors:
+                        notes.append("teardown: " + "; ".join(errors))
+                except Abandoned as exc:
+                    left = f"teardown abandoned ({exc}): run `cclab clean` to remove what is left"
+                    complete, interrupted = False, True
+                    reason = f"{reason}; {left}" if reason else left
+                    log.warning("%s", left)
                 if not (run_dir / "manifest.json").exists():
                     rundir.write_json(run_dir / "manifest.json", rundir.manifest(spec, extra))
                 out = _write(ex, opts, series, goodputs, complete, reason, extra, edge)

@@ -4,6 +4,7 @@
 from controller.network import presets
 from controller.network.graph import (
     PREFIX_LEN,
+    TNA_RED_WLOG,
     EmulatedLink,
     GilbertElliott,
     Graph,
@@ -30,6 +31,7 @@ __all__ = [
     "LinkSpec",
     "Red",
     "ScheduleStep",
+    "TNA_RED_WLOG",
     "presets",
     "subnet",
 ]

@@ -92,6 +92,11 @@ class Red:
         return lo, hi
 
 
+#: the average's weight the Tofino program is built with (RED_WLOG in p4/tna/bottleneck.p4): Tofino's stateful ALUs
+#: shift by no run-time amount, so a RED queue on the tofino target has red.wlog = this
+TNA_RED_WLOG = 9
+
+
 @dataclass(frozen=True)
 class ScheduleStep:
     """At ``at_s`` seconds into the run, change the named link parameters."""

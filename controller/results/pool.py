@@ -19,8 +19,10 @@ from typing import Any
 
 from controller.spec.sweep import MANIFEST, SweepError
 
-#: what a report reads of a run, and so what a reference archive keeps (timeseries.csv: the per-flow series)
-RUN_FILES = ("summary.json", "manifest.json", "timeseries.csv", "cwnd.csv", "ccstate.csv")
+#: what a report reads of a run, and so what a reference archive keeps (timeseries.csv and link.csv: the per-flow
+#: and per-link series, which a claim with a warm-up is judged on; not links.csv, link x flow x interval, which
+#: only measured_loss after a warm-up reads)
+RUN_FILES = ("summary.json", "manifest.json", "timeseries.csv", "link.csv", "cwnd.csv", "ccstate.csv")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from controller import system
 from controller.network import units
 from controller.results import claims as claims_mod
 from controller.results import pool as pool_mod
-from controller.results import rundir, verdicts
+from controller.results import rundir, verdicts, window
 from controller.results.cells import CONFIDENCE
 from controller.results.cells import cell as _cell
 from controller.results.cells import fmt as _fmt
@@ -114,13 +114,16 @@ def rtt_short_over_long(summary: dict[str, Any]) -> float | None:
     return None if sum(long) == 0 else (sum(short) / len(short)) / (sum(long) / len(long))
 
 
-def cwnd_recoveries(cwnd_rows: list[dict[str, str]], algo: dict[str, str]) -> tuple[list[float], int]:
+def cwnd_recoveries(
+    cwnd_rows: list[dict[str, str]], algo: dict[str, str], since_s: float = 0.0
+) -> tuple[list[float], int]:
     """Times (s) from each window reduction to cwnd back within RECOVERED_WITHIN_PKTS of its value before it, from
     the senders' tcp_info samples; and how many reductions had not recovered by the next one or the run's end.
 
     A reduction is a sample whose ssthresh differs from the previous sample's (the algorithm reacted to a loss)
     with a lower cwnd.  The exit from the first slow start (ssthresh still unset) is not one: its window was
-    never the pipe's.  Samples taken before the flow's own algorithm was set are skipped."""
+    never the pipe's.  Samples taken before the flow's own algorithm was set are skipped.  ``since_s``: only the
+    reductions seen at or after it are timed (a warm-up left out)."""
     series: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     for r in cwnd_rows:
         if r.get("flow") in algo and r.get("algo") == algo[r["flow"]] and r.get("cwnd_pkts"):
@@ -132,7 +135,7 @@ def cwnd_recoveries(cwnd_rows: list[dict[str, str]], algo: dict[str, str]) -> tu
         for (_, w0, th0), (t, w, th) in zip(samples, samples[1:]):
             if th != th0 and w < w0:
                 unrecovered += start is not None
-                start = None if not th0 < UNSET_SSTHRESH_PKTS else (t, w0)
+                start = None if not th0 < UNSET_SSTHRESH_PKTS or t < since_s else (t, w0)
             elif start is not None and w >= start[1] - RECOVERED_WITHIN_PKTS:
                 done.append(t - start[0])
                 start = None
@@ -191,9 +194,9 @@ def _run_row(run: pool_mod.Run, point_values: dict[int, dict[str, Any]], pooled:
     return row
 
 
-def tables(pool: pool_mod.Pool) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+def tables(pool: pool_mod.Pool, warmup_s: float = 0.0) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
     """(swept paths, one row per complete run (pooled or left out), one row per grid point x metric x algorithm
-    over the pooled runs)."""
+    over the pooled runs).  ``warmup_s`` > 0: every figure over [warmup_s, end] of each run (window.windowed)."""
     manifest = pool.manifest
     paths = [g["path"] for g in manifest["grid"]]
     run_rows = []
@@ -204,6 +207,8 @@ def tables(pool: pool_mod.Pool) -> tuple[list[str], list[dict[str, Any]], list[d
     for run, why in [(r, "") for r in pool.runs] + pool.left_out:
         pt, run_dir, s = run.point, run.run_dir, run.summary
         row = _run_row(run, point_values, not why, why)
+        if warmup_s > 0:
+            s = window.windowed(run_dir, s, warmup_s)
         fid_failed[pt["index"]] += why.startswith(pool_mod.FIDELITY)
         into = values if not why else defaultdict(list)  # a left-out run's figures are shown, never pooled
         for name, get, _ in RUN_METRICS:
@@ -213,7 +218,7 @@ def tables(pool: pool_mod.Pool) -> tuple[list[str], list[dict[str, Any]], list[d
                 into[(pt["index"], name, ALL)].append(float(v))
         extra = {"rtt_short_over_long": rtt_short_over_long(s)}
         algo_of = {f["id"]: f["algo"] for f in s["flows"] if f.get("kind", "tcp") == "tcp"}
-        times, censored = cwnd_recoveries(_read(run_dir / "cwnd.csv"), algo_of)
+        times, censored = cwnd_recoveries(_read(run_dir / "cwnd.csv"), algo_of, warmup_s)
         extra["cwnd_recovery_s"] = float(np.median(times)) if times else None
         extra["cwnd_recoveries"] = len(times)
         extra["cwnd_unrecovered"] = censored
@@ -414,22 +419,16 @@ def _plot_traces(pool: pool_mod.Pool, out: Path) -> list[Path]:
     return written
 
 
-def write(
-    sweep_dirs: list[Path], out_dir: Path | None = None, source_hash: str | None = None, *, everything: bool = False
+def _write_tables(
+    out: Path,
+    paths: list[str],
+    run_rows: list[dict[str, Any]],
+    stat_rows: list[dict[str, Any]],
+    ratio_rows: list[dict[str, Any]],
+    paper: list[dict[str, str]],
 ) -> list[Path]:
-    """Pool the sweep directories' runs (controller.results.pool); write runs.csv, table.csv, ratios.csv, the
-    verdicts of the spec's claims file and the plots under out_dir (default FIRST_SWEEP_DIR/report).
-    ``everything``: every complete run, whatever its tree, hash and fidelity, and no verdicts."""
-    pool = pool_mod.collect(sweep_dirs, source_hash, everything=everything)
-    manifest = pool.manifest
-    out = out_dir or sweep_dirs[0] / "report"
-    paths, run_rows, stat_rows = tables(pool)
-    if not pool.runs:
-        why = f"; left out: {pool.left_out[0][0].run_dir}: {pool.left_out[0][1]}" if pool.left_out else ""
-        raise SweepError(f"{sweep_dirs[0]} has no complete run to pool yet{why}")
+    """runs.csv, table.csv and (with ratio rows) ratios.csv under out, the paper's numbers beside ours."""
     out.mkdir(parents=True, exist_ok=True)
-    paper = paper_numbers(manifest)
-    ratio_rows = ratios(manifest, run_rows)
     run_cols = ["point", "rep", "seed", *paths, "n_flows", "duration_s", "fidelity_ok", "pooled", "left_out"]
     run_cols += ["commit", "source_hash", "sweep", "run_dir", *(m for m, _, _ in RUN_METRICS)]
     run_cols += ["rtt_short_over_long", "cwnd_recovery_s", "cwnd_recoveries", "cwnd_unrecovered"]
@@ -451,13 +450,65 @@ def write(
         written.append(out / "ratios.csv")
         fmt = [{k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()} for r in ratio_rows]
         rundir.write_csv(written[-1], fmt, ratio_cols)
+    return written
+
+
+def warmup_dir(out: Path, warmup_s: float) -> Path:
+    """Where a report puts its tables over [warmup_s, end]: warmup-<s>s/ beside its whole-run ones."""
+    return out / f"warmup-{warmup_s:g}s"
+
+
+def _judge(
+    claims: list[claims_mod.Claim],
+    pool: pool_mod.Pool,
+    whole: list[dict[str, Any]],
+    paper: list[dict[str, str]],
+    out: Path,
+) -> tuple[dict[float, list[dict[str, Any]]], list[Path]]:
+    """The rows each claim is judged on, by its warm-up: the whole-run rows for 0, and for each other warm-up the
+    tables over [warmup_s, end] of every run, written under warmup_dir.  A claim whose metric no pooled run can
+    give after its warm-up fails in one line (ClaimsError)."""
+    rows = {0.0: whole}
+    written: list[Path] = []
+    for w in sorted({c.warmup_s for c in claims if c.warmup_s > 0}):
+        for c in (c for c in claims if c.warmup_s == w):
+            for run in pool.runs:
+                why = window.unfit(run.run_dir, run.summary, w, c.metric)
+                if why is not None:
+                    raise claims_mod.ClaimsError(f"claim {c.id}: warmup_s = {w:g}: {why}")
+        paths, run_rows, stat_rows = tables(pool, w)
+        ratio_rows = ratios(pool.manifest, run_rows)
+        written += _write_tables(warmup_dir(out, w), paths, run_rows, stat_rows, ratio_rows, paper)
+        rows[w] = stat_rows + ratio_rows
+    return rows, written
+
+
+def write(
+    sweep_dirs: list[Path], out_dir: Path | None = None, source_hash: str | None = None, *, everything: bool = False
+) -> list[Path]:
+    """Pool the sweep directories' runs (controller.results.pool); write runs.csv, table.csv, ratios.csv, the
+    verdicts of the spec's claims file (with the tables over [warmup_s, end] its warm-ups need) and the plots
+    under out_dir (default FIRST_SWEEP_DIR/report).  ``everything``: every complete run, whatever its tree,
+    hash and fidelity, and no verdicts."""
+    pool = pool_mod.collect(sweep_dirs, source_hash, everything=everything)
+    manifest = pool.manifest
+    out = out_dir or sweep_dirs[0] / "report"
+    paths, run_rows, stat_rows = tables(pool)
+    if not pool.runs:
+        why = f"; left out: {pool.left_out[0][0].run_dir}: {pool.left_out[0][1]}" if pool.left_out else ""
+        raise SweepError(f"{sweep_dirs[0]} has no complete run to pool yet{why}")
+    paper = paper_numbers(manifest)
+    ratio_rows = ratios(manifest, run_rows)
+    written = _write_tables(out, paths, run_rows, stat_rows, ratio_rows, paper)
     claims_file = spec_beside(manifest, claims_mod.CLAIMS_SUFFIX)
     if claims_file is not None and everything:
         log.warning("no verdicts: every complete run was taken (--all-runs), not a pool")
     elif claims_file is not None:
         before, order = verdicts.written_before(claims_file, pool)
         if before:
-            written += verdicts.write(claims_mod.parse(claims_file), stat_rows + ratio_rows, run_rows, pool, out, order)
+            claims = claims_mod.parse(claims_file)
+            rows, more = _judge(claims, pool, stat_rows + ratio_rows, paper, out)
+            written += more + verdicts.write(claims, rows, run_rows, pool, out, order)
         else:
             log.warning("no verdicts: %s", order)
             (out / "verdicts.csv").unlink(missing_ok=True)

@@ -10,6 +10,7 @@ spec says so in ``fidelity`` instead of passing silently.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +69,7 @@ def queue_never_emptied(rows: list[dict[str, Any]], path: list[str], start_s: fl
     return bool(queued) and all(q > 0 for q in queued.values())
 
 
-def _window_rate(rows: list[dict[str, Any]], start_s: float, end_s: float) -> tuple[float | None, float]:
+def window_rate(rows: list[dict[str, Any]], start_s: float, end_s: float) -> tuple[float | None, float]:
     """Link rate over the polls in [start_s, end_s], time-weighted (bytes / seconds); and the share of polls
     that found a backlog.  Weighting by each interval's length keeps one late poll (and the short interval
     after it) from skewing the mean."""
@@ -154,7 +155,7 @@ def _link_entry(
     n_wire = (link.fwd_pkts + link.rnd_drop_pkts) - (link0.fwd_pkts + link0.rnd_drop_pkts)
     k_lost = link.rnd_drop_pkts - link0.rnd_drop_pkts
     rows = [r for r in series.link if r.get("link", lid) == lid]
-    achieved, busy = _window_rate(rows, min(WARMUP_S, end_s / 5), end_s)
+    achieved, busy = window_rate(rows, min(WARMUP_S, end_s / 5), end_s)
     backlogged = backlogged_rate(rows, min(WARMUP_S, end_s / 5), end_s)
     per_changes = any(s.per is not None for s in ls.schedule) or ls.gilbert_elliott is not None
     loss_interval = None
@@ -209,19 +210,36 @@ def _link_entry(
     }
 
 
-def _active_seconds(series: Series, interval_s: float) -> dict[str, float]:
-    """Per flow, the time its bytes crossed its last link: from the start of the first polling interval in
-    which any did to the end of the last.  A flow's own start-up and the queue it leaves to drain after its
-    sender stops belong to it; the scheduled duration would miss them (several percent of a short run)."""
+def active_seconds(rows: Iterable[tuple[float, str, int]], interval_s: float) -> dict[str, float]:
+    """Per flow, the time its bytes crossed its last link, from its (t_s, flow, bytes) rows of timeseries.csv:
+    from the start of the first polling interval in which any did to the end of the last.  A flow's own
+    start-up and the queue it leaves to drain after its sender stops belong to it; the scheduled duration would
+    miss them (several percent of a short run)."""
     first: dict[str, float] = {}
     last: dict[str, float] = {}
     prev_t: dict[str, float] = {}
-    for t, fid, _algo, nbytes, *_rest in series.timeseries:
+    for t, fid, nbytes in rows:
         if nbytes > 0:
             first.setdefault(fid, prev_t.get(fid, max(0.0, t - interval_s)))
             last[fid] = t
         prev_t[fid] = t
     return {fid: last[fid] - first[fid] for fid in first if last[fid] > first[fid]}
+
+
+def spec_flow_rates(flows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each spec flow's throughput_bps, as whole-run fairness (`jain`) takes them: an mptcp flow's subflows add
+    up to the one flow they are."""
+    per_flow: dict[str, float] = {}
+    for f in flows:
+        per_flow[f["flow"]] = per_flow.get(f["flow"], 0.0) + f["throughput_bps"]
+    return per_flow
+
+
+def connection_bps(subflows: list[dict[str, Any]], fallback_s: float) -> float:
+    """An mptcp connection's throughput: its subflows' bytes over the longest of their active times (fallback_s
+    where none has one)."""
+    secs = max((f["active_s"] or 0.0 for f in subflows), default=0.0) or fallback_s
+    return sum(f["bytes"] for f in subflows) * 8 / secs
 
 
 def _mptcp_entry(
@@ -239,8 +257,7 @@ def _mptcp_entry(
     subflows it couples; one token shared by every subflow, each seeing them all, is the coupled form at work."""
     subs = [f for f in out_flows if f["flow"] == sf.id]
     nbytes = sum(f["bytes"] for f in subs)
-    secs = max((f["active_s"] or 0.0 for f in subs), default=0.0) or sf.duration_s
-    tput = nbytes * 8 / secs
+    tput = connection_bps(subs, sf.duration_s)
     gp = goodputs.get(sf.id)
     ids = {f["id"] for f in subs}
     rows = [r for r in series.ccstate if r["flow"] in ids and "mptcp_token" in r]
@@ -311,7 +328,7 @@ def build(
         for i, (lid, ls) in enumerate(emulated.items())
     ]
     by_link = {lk["id"]: lk for lk in links}
-    active_s = _active_seconds(series, spec.interval_s)
+    active_s = active_seconds(((t, fid, n) for t, fid, _algo, n, *_rest in series.timeseries), spec.interval_s)
     min_rtts: dict[str, float] = {}
     retrans: dict[str, int] = {}
     for r in series.tcpinfo:
@@ -388,10 +405,7 @@ def build(
         if sf.is_mptcp
     ]
 
-    # whole-run fairness is among the spec's flows: an mptcp flow's subflows count as the one flow they are
-    per_flow: dict[str, float] = {}
-    for f in out_flows:
-        per_flow[f["flow"]] = per_flow.get(f["flow"], 0.0) + f["throughput_bps"]
+    per_flow = spec_flow_rates(out_flows)
     rates = list(per_flow.values())
     interval_j = [r["jain"] for r in series.link if r["jain"] is not None and r.get("link", "l1") == links[0]["id"]]
     notes += [

@@ -67,12 +67,8 @@ def _welch(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float, float] |
 
 
 def judge(claim: cl.Claim, rows: list[dict[str, Any]]) -> Verdict:
-    """The verdict of one claim on a report's table and ratio rows."""
-    if claim.warmup_s > 0:
-        raise cl.ClaimsError(
-            f"claim {claim.id}: warmup_s = {claim.warmup_s:g}: this report judges whole-run figures "
-            "(summary.json); only warmup_s = 0 is allowed until it computes them after a warm-up"
-        )
+    """The verdict of one claim on a report's table and ratio rows (those over [warmup_s, end] for a claim with a
+    warm-up: report._judge)."""
     hits = _select(rows, claim.metric, claim.algo, claim.at, claim)
     if not hits or hits[0]["mean"] is None:
         return Verdict(claim, cl.INCONCLUSIVE, 0, None, None, None, "no run gave this row yet")
@@ -155,19 +151,19 @@ def written_before(claims_file: Path, pool: pool_mod.Pool) -> tuple[bool, str]:
 
 def write(
     claims: list[cl.Claim],
-    rows: list[dict[str, Any]],
+    rows: dict[float, list[dict[str, Any]]],
     run_rows: list[dict[str, Any]],
     pool: pool_mod.Pool,
     out: Path,
     order: str = "",
 ) -> list[Path]:
-    """verdicts.csv and verdicts.md (headed by `order`, what written_before said): one row per claim with its
-    verdict, n, run length and fidelity passes (the runs of its grid points that passed the fidelity check, of
-    those from a clean tree with the pool's hash)."""
+    """verdicts.csv and verdicts.md (headed by `order`, what written_before said): one row per claim, judged on
+    the rows of its warm-up (``rows[claim.warmup_s]``), with its verdict, n, run length and fidelity passes (the
+    runs of its grid points that passed the fidelity check, of those from a clean tree with the pool's hash)."""
     values = {pt["index"]: {k: _cell(v) for k, v in pt["values"].items()} for pt in pool.manifest["points"]}
     out_rows = []
     for c in claims:
-        v = judge(c, rows)
+        v = judge(c, rows[c.warmup_s])
         ats = [c.at] + (
             [{**c.at, **{k: x for k, x in c.than.items() if k != "algo"}}] if isinstance(c.than, dict) else []
         )
@@ -196,7 +192,7 @@ def write(
                 "run_length_s": "/".join(f"{x:g}" for x in lengths),
                 "warmup_s": f"{c.warmup_s:g}",
                 "fidelity_passed": f"{sum(bool(r['pooled']) for r in judged)}/{len(judged)}",
-                "note": v.note,
+                "note": v.note + (f"; over [{c.warmup_s:g} s, end]: warmup-{c.warmup_s:g}s/" if c.warmup_s else ""),
             }
         )
     csv_path, md_path = out / "verdicts.csv", out / "verdicts.md"

@@ -17,7 +17,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
-from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, Red, ScheduleStep, presets
+from controller.network import (
+    TNA_RED_WLOG,
+    GilbertElliott,
+    Graph,
+    GraphError,
+    Link,
+    LinkSpec,
+    Red,
+    ScheduleStep,
+    presets,
+)
 from controller.spec import algos
 from controller.spec.fields import FIELDS as F
 from controller.spec.fields import PRESET_KEYS, Field, allowed
@@ -645,8 +655,12 @@ def _check_emulation(graph: Graph, dataplane: str) -> None:
             raise _fail(f"{where}.both", True, "bmv2 emulates one direction per link; give the other its own link")
         if lk.spec.gilbert_elliott is not None and dataplane == "bmv2":
             raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the BMv2 program yet; use i.i.d. per on bmv2")
-        if lk.spec.red is not None and dataplane == "tofino":
-            raise _fail(f"{where}.red", "{...}", "not in the TNA program yet; RED runs on the kernel and bmv2 targets")
+        if lk.spec.red is not None and dataplane == "tofino" and lk.spec.red.wlog != TNA_RED_WLOG:
+            raise _fail(
+                f"{where}.red.wlog", lk.spec.red.wlog,
+                f"the Tofino program's RED average has the weight 2^-{TNA_RED_WLOG} built in: use {TNA_RED_WLOG} "
+                "(or rebuild p4/tna with -DRED_WLOG and change TNA_RED_WLOG)",
+            )  # fmt: skip
         if dataplane == "fpga-sim":
             _check_fpga_link(lk, where)
 

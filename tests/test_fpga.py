@@ -17,7 +17,7 @@ TB = REPO / "fpga" / "tb"
 #: (testbench = its top-level module, the parameters it is built with; the rest are the RTL's defaults), as
 #: the testbench Makefiles set them; the shaper in both its forms
 BENCHES: list[tuple[str, dict[str, int]]] = [
-    ("cclab_bottleneck", {"Q_ADDR_W": 15, "N_FLOWS": 8, "PIPELINE": 1}),
+    ("cclab_bottleneck", {"Q_ADDR_W": 18, "N_FLOWS": 8, "PIPELINE": 1}),
     ("cclab_shaper", {"PIPELINE": 0}),
     ("cclab_shaper", {"PIPELINE": 1}),
     ("cclab_delay_line", {"ADDR_W": 6}),

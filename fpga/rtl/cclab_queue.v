@@ -89,6 +89,8 @@ module cclab_queue #(
 
 localparam KEEP_SH  = $clog2(KEEP_W);
 localparam DEPTH    = 1 << ADDR_W;
+// words compared in CW bits, wide enough for a frame's word count (LEN_W) and the memory's (ADDR_W + 1)
+localparam CW       = (LEN_W > ADDR_W + 1 ? LEN_W : ADDR_W + 1) + 1;
 localparam DDEPTH   = 1 << DESC_ADDR_W;
 localparam K_OK = 2'd0, K_RND = 2'd1, K_QD = 2'd2, K_MAL = 2'd3;
 
@@ -126,6 +128,7 @@ assign s_axis_tready      = !(first && dec_sr != 2'b00);
 wire              hs      = s_axis_tvalid && s_axis_tready;
 wire [LEN_W-1:0]  len_in  = s_axis_tuser[LEN_W:1];
 wire [LEN_W-1:0]  wds_in  = words_of(len_in);
+wire [CW-1:0]     wds_in_x = {{(CW-LEN_W){1'b0}}, wds_in};
 wire              bad_len = len_in < MIN_LEN || len_in > MAX_LEN;
 
 wire fits;
@@ -133,7 +136,7 @@ generate
 if (PIPELINE == 0) begin : g_adm_flat
     assign fits = {1'b0, qb} + {17'd0, len_in} <= {1'b0, lim_bytes} &&
                   qp < lim_pkts && qp < DDEPTH &&
-                  {{(LEN_W-ADDR_W){1'b0}}, qw} + {1'b0, wds_in} <= DEPTH;
+                  {{(CW-ADDR_W-1){1'b0}}, qw} + wds_in_x <= DEPTH[CW-1:0];
 end else begin : g_adm_pipe
     reg signed [33:0]  room_b;
     reg                room_p;
@@ -144,7 +147,7 @@ end else begin : g_adm_pipe
         room_w <= DEPTH[ADDR_W:0] - qw;
     end
     assign fits = room_b >= $signed({18'd0, len_in}) && room_p &&
-                  {{(LEN_W-ADDR_W-1){1'b0}}, room_w} >= wds_in;
+                  {{(CW-ADDR_W-1){1'b0}}, room_w} >= wds_in_x;
 end
 endgenerate
 
@@ -344,10 +347,10 @@ assign deq_flow  = deq_f;
 wire [LEN_W-1:0] add_l = reserve   ? len_in  : {LEN_W{1'b0}};
 wire [LEN_W-1:0] rb_l  = rollback  ? len_cur : {LEN_W{1'b0}};
 wire [LEN_W-1:0] dq_l  = deq_valid ? deq_len : {LEN_W{1'b0}};
-wire [ADDR_W:0] add_w = reserve  ? wds_in[ADDR_W:0] : {(ADDR_W+1){1'b0}};
 /* verilator lint_off UNUSEDSIGNAL */      // an admitted frame's words fit in ADDR_W + 1 bits
-wire [LEN_W-1:0] wds_cur = words_of(len_cur);
+wire [CW-1:0]   wds_cur = {{(CW-LEN_W){1'b0}}, words_of(len_cur)};
 /* verilator lint_on UNUSEDSIGNAL */
+wire [ADDR_W:0] add_w = reserve  ? wds_in_x[ADDR_W:0] : {(ADDR_W+1){1'b0}};
 wire [ADDR_W:0] rb_w  = rollback ? wds_cur[ADDR_W:0] : {(ADDR_W+1){1'b0}};
 generate
 if (PIPELINE == 0) begin : g_occ_flat

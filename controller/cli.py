@@ -148,6 +148,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"cclab: {exc}", file=sys.stderr)
         return 0
     delay = f"delay by {element}" if element else ("no delay" if not s.wants_delay else "; ".join(notes))
+    delay = delay or "delay by the data plane itself"  # a target that delays (fpga-sim's delay line)
     out.print(f"runs here: {s.dataplane} data plane, {delay}", soft_wrap=True)
     return 0
 

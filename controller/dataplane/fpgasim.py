@@ -37,6 +37,7 @@ from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, F
 from controller.dataplane import fpgaregs as fr
 from controller.dataplane.delayline import Steering, missing_steer
 from controller.dataplane.p4common import frame_bytes, loss_threshold
+from controller.network import LinkSpec
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,12 @@ KEY_VALID = 1 << 31
 UNLIMITED = (1 << 32) - 1
 #: Q8.24: the rate register's fraction bits
 RATE_FRAC = 24
+#: the harness build's parameters (the Makefile's FPGA_SIM_* defaults, its -G flags): the element's clock in
+#: kHz and its memories (2^W beats of BEAT_BYTES).  A spec is judged against these before anything is built,
+#: and setup refuses an element whose registers say otherwise (a build with other flags)
+CLOCK_KHZ, QUEUE_ADDR_W, DELAY_ADDR_W, BEAT_BYTES = 2500, 18, 20, 8
+#: the descriptor ring holds 2^(QUEUE_ADDR_W - 2) frames (fpga/rtl/cclab_queue.v, DESC_ADDR_W)
+QUEUE_FRAMES = 1 << (QUEUE_ADDR_W - 2)
 
 
 def missing() -> str | None:
@@ -81,6 +88,68 @@ def rate_q824(rate_bps: int, clock_khz: int) -> int:
             f"rate_mbps = {rate_bps / 1e6:g}: the element at {clock_khz} kHz shapes {lo} .. {hi} bit/s"
         )
     return q
+
+
+def beats(nbytes: int) -> int:
+    """Memory words (beats) a frame of `nbytes` takes in the element."""
+    return -(-nbytes // BEAT_BYTES)
+
+
+def queue_capacity(mtu: int = 1500) -> tuple[int, int]:
+    """(frames, bytes) of full-size frames the element's queue memory holds."""
+    frames = min(QUEUE_FRAMES, (1 << QUEUE_ADDR_W) // beats(frame_bytes(mtu)))
+    return frames, frames * frame_bytes(mtu)
+
+
+def delay_beats_needed(rate_bps: float, delay_ms: float, mtu: int = 1500) -> int:
+    """Beats the delay line holds at `rate_bps` for `delay_ms`: full-size frames' bytes in flight, each frame
+    rounded up to whole beats, and one frame more."""
+    frame = frame_bytes(mtu)
+    frames = -(-int(rate_bps * delay_ms / 1000) // (8 * frame))
+    return (frames + 1) * beats(frame)
+
+
+def capacity_refusal(
+    rate_bps: float, delay_ms: float, queue_pkts: int | None, queue_bytes: int | None, mtu: int = 1500
+) -> tuple[str, object, str] | None:
+    """Why the element of the harness build cannot emulate these settings, as (field, value, what is allowed),
+    or None: a rate above its line, a queue larger than its memory, a delay whose bandwidth-delay product its
+    delay line cannot hold.  Emulating such a link anyway would bind at the element's limit, not the spec's."""
+    line_bps = BEAT_BYTES * 8 * CLOCK_KHZ * 1000
+    frames, nbytes = queue_capacity(mtu)
+    frame = frame_bytes(mtu)
+    if queue_bytes is not None and queue_bytes > nbytes:
+        return "queue_bytes", queue_bytes, f"the FPGA element's queue memory holds {nbytes} bytes at most"
+    if queue_bytes is None and (queue_pkts or 0) > frames:
+        return "queue_pkts", queue_pkts, f"the FPGA element's queue memory holds {frames} full-size frames at most"
+    if rate_bps > line_bps:
+        return (
+            "rate_mbps", rate_bps / 1e6,
+            f"the FPGA element carries {line_bps / 1e6:g} Mbit/s at most ({8 * BEAT_BYTES} bit at "
+            f"{CLOCK_KHZ / 1000:g} MHz)",
+        )  # fmt: skip
+    if delay_beats_needed(rate_bps, delay_ms, mtu) > 1 << DELAY_ADDR_W:
+        most_ms = ((1 << DELAY_ADDR_W) // beats(frame) - 1) * frame * 8 / rate_bps * 1000
+        return (
+            "delay_ms", delay_ms,
+            f"the FPGA element's delay line holds {1 << DELAY_ADDR_W} beats of {BEAT_BYTES} bytes: "
+            f"{most_ms:.0f} ms at most at {rate_bps / 1e6:g} Mbit/s",
+        )  # fmt: skip
+    return None
+
+
+def link_refusal(ls: LinkSpec, mtu: int = 1500) -> tuple[str, object, str] | None:
+    """capacity_refusal of a link's settings and of every step of its schedule (field names as in the spec)."""
+    rate, delay = ls.rate_mbps or 0.0, ls.delay_ms
+    why = capacity_refusal(rate * 1e6, delay, ls.queue_pkts, ls.queue_bytes, mtu)
+    for i, st in enumerate(ls.schedule):
+        if why is not None:
+            break
+        rate = st.rate_mbps if st.rate_mbps is not None else rate
+        delay = st.delay_ms if st.delay_ms is not None else delay
+        step = capacity_refusal(rate * 1e6, delay, ls.queue_pkts, ls.queue_bytes, mtu)
+        why = None if step is None else (f"schedule[{i}].{step[0]}", *step[1:])
+    return why
 
 
 def delay_cycles(delay_ms: float, clock_khz: int) -> int:
@@ -103,7 +172,8 @@ class FpgaSimBottleneck:
     """Declared flows: table entries 0..n-1 in this order; the element's last entry counts the rest."""
     clock_khz: int = field(default=0, init=False)
     final_stats: dict[str, Any] | None = field(default=None, init=False)
-    """The harness's counters as it stopped (kept by teardown)."""
+    """As the harness stopped (kept by teardown, `final_account`): its own counters, what the RTL counted,
+    and the controller's last read beside it."""
     _proc: subprocess.Popen[str] | None = field(default=None, init=False)
     _steering: Steering | None = field(default=None, init=False)
     _regs: fr.Element | None = field(default=None, init=False)
@@ -114,6 +184,8 @@ class FpgaSimBottleneck:
     _seed: int = field(default=1, init=False)
     _memory: tuple[int, int] = field(default=(0, 0), init=False)
     """What the queue memory holds: bytes, frames."""
+    _last_read: Snapshot | None = field(default=None, init=False)
+    """The controller's last read of the counters (the monitor's final one, at the end of a run)."""
 
     @property
     def socket_path(self) -> Path:
@@ -137,13 +209,14 @@ class FpgaSimBottleneck:
             regs = self.regs
             regs.discover()
             self.clock_khz = regs.read(fr.ELEMENT, CLK_KHZ)
+            self._memory = self.queue_memory()
+            self._check_build(regs.read(fr.DELAY, DL_MEM_BEATS))
             self._entries = regs.read(fr.FLOWS, N_ENTRIES)
             if len(self.flows) >= self._entries:
                 raise DataPlaneError(
                     f"{len(self.flows)} flows on link {self.run_id}: the element counts at most "
                     f"{self._entries - 1} by 5-tuple"
                 )
-            self._memory = self.queue_memory()
             self._install_flows()
             self._seed = seed & UNLIMITED or 1
             regs.write(fr.LOSS, LOSS_SEED, self._seed)
@@ -189,14 +262,16 @@ class FpgaSimBottleneck:
         """(bytes, frames) the element's queue memory holds: below a larger limit, the memory is what binds."""
         return self.regs.read(fr.QUEUE, Q_MEM_BYTES), self.regs.read(fr.QUEUE, Q_MAX_PKTS)
 
-    def _warn_memory(self, p: LinkParams) -> None:
-        mem, most = self._memory
-        pkts, nbytes = self._queue_limits(p)
-        if nbytes > mem and nbytes != UNLIMITED or pkts > min(most, mem // frame_bytes(p.mtu)):
-            log.warning(
-                "%s: queue limit %s exceeds the element's queue memory (%d bytes, %d frames): the memory binds",
-                self.run_id, f"{p.queue_bytes} bytes" if p.queue_bytes is not None else f"{pkts} frames", mem, most,
-            )  # fmt: skip
+    def _check_build(self, delay_beats: int) -> None:
+        """The element is the build the spec was judged against (capacity_refusal): clock and memories."""
+        got = (self.clock_khz, *self._memory, delay_beats)
+        want = (CLOCK_KHZ, BEAT_BYTES << QUEUE_ADDR_W, QUEUE_FRAMES, 1 << DELAY_ADDR_W)
+        if got != want:
+            raise DataPlaneError(
+                f"{BINARY} is built with clock {got[0]} kHz, a queue of {got[1]} bytes and {got[2]} frames, a "
+                f"delay line of {got[3]} beats; specs are checked against {want[0]}, {want[1]}, {want[2]}, "
+                f"{want[3]}: run `make build`"
+            )
 
     def apply(self, p: LinkParams) -> None:
         """Write rate, burst, queue limits, delay and loss; every register may change while frames flow."""
@@ -206,18 +281,13 @@ class FpgaSimBottleneck:
             raise DataPlaneError(f"jitter_ms = {p.jitter_ms:g}: the FPGA element's delay line has no jitter")
         if p.red is not None:
             raise DataPlaneError("a RED queue is not in the FPGA element yet; RED runs on the kernel and bmv2 targets")
+        why = capacity_refusal(p.rate_bps, p.delay_ms, p.queue_pkts, p.queue_bytes, p.mtu)
+        if why is not None:
+            raise DataPlaneError(f"{why[0]} = {why[1]}: {why[2]}")
         regs = self.regs
         rate = rate_q824(p.rate_bps, self.clock_khz)
         pkts, nbytes = self._queue_limits(p)
-        self._warn_memory(p)
         d = delay_cycles(p.delay_ms, self.clock_khz)
-        beats = regs.read(fr.DELAY, DL_MEM_BEATS)
-        need = p.rate_bps * d // (64 * self.clock_khz * 1000) + 1
-        if need > beats:
-            raise DataPlaneError(
-                f"delay_ms = {p.delay_ms:g} at rate_mbps = {p.rate_bps / 1e6:g}: the element's delay line "
-                f"holds {beats} beats of 8 bytes, {need} are needed"
-            )
         regs.write(fr.SHAPER, BURST, 2 * frame_bytes(p.mtu))
         regs.write(fr.SHAPER, RATE, rate)
         regs.write(fr.QUEUE, LIM_PKTS, pkts)
@@ -244,6 +314,7 @@ class FpgaSimBottleneck:
                 snap.flows[self.flows[e]] = fc
             for name in COUNTER_FIELDS:
                 setattr(snap.link, name, getattr(snap.link, name) + getattr(fc, name))
+        self._last_read = snap
         return snap
 
     def occupancy(self) -> tuple[int, int, int]:
@@ -300,9 +371,47 @@ class FpgaSimBottleneck:
             self._regs = None
         if self._proc is not None:
             proc, self._proc = self._proc, None
-            self.final_stats = delayline.stop(proc, STOP_TIMEOUT_S)  # closes stdin: the harness prints its counters
+            # closing stdin stops it: its last line has its counters and the RTL's
+            self.final_stats = final_account(delayline.stop(proc, STOP_TIMEOUT_S), self.flows, self._last_read)
         if self._steering is not None:
             self._steering.remove()
             self._steering = None
         self.socket_path.unlink(missing_ok=True)
         self._params = None
+
+
+def _named(values: list[int]) -> dict[str, int]:
+    return dict(zip(COUNTER_FIELDS, values, strict=True))
+
+
+def final_account(last: dict[str, Any] | None, flows: tuple[FlowKey, ...], read: Snapshot | None) -> dict[str, Any]:
+    """summary.json's account of one element as its harness stopped (its `element_stats`).
+
+    ``harness``: the harness's own counters (frames in and out, simulated cycles, lag); ``rtl``: what the
+    element counted, read through its register map after the last frame (the declared flows' entries by
+    5-tuple, the fallback entry, their sum for the link, the malformed count); ``rx_frames_unaccounted``: the
+    frames the harness took that the RTL did not count (0 when none is lost between them); ``last_read``: the
+    link as the controller last read it (the monitor's final poll, where summary.json's figures come from),
+    and ``rtl_minus_last_read``: what the element counted after that read (frames of a closing connection)."""
+    if last is None:
+        return {"harness": None, "rtl": None, "note": "the harness gave no last line (killed or crashed)"}
+    harness = dict(last)
+    rtl_raw = harness.pop("rtl", None)
+    out: dict[str, Any] = {"harness": harness, "rtl": None}
+    if isinstance(rtl_raw, dict) and rtl_raw.get("entries"):
+        entries = [_named(e) for e in rtl_raw["entries"]]
+        link = {name: sum(e[name] for e in entries) for name in COUNTER_FIELDS}
+        out["rtl"] = {
+            "malformed": rtl_raw.get("malformed"),
+            "link": link,
+            "flows": [{"five_tuple": list(k), **entries[i]} for i, k in enumerate(flows)],
+            "fallback": entries[-1],
+        }
+        # every frame the harness took is one the RTL counted (offered, or malformed) or one it never fed in
+        fed = link["enq_pkts"] + int(rtl_raw.get("malformed") or 0) + int(harness.get("unfed") or 0)
+        out["rx_frames_unaccounted"] = int(harness.get("rx_frames") or 0) - fed
+        if read is not None:
+            seen = {name: getattr(read.link, name) for name in COUNTER_FIELDS}
+            out["last_read"] = seen
+            out["rtl_minus_last_read"] = {name: link[name] - seen[name] for name in COUNTER_FIELDS}
+    return out

@@ -22,6 +22,7 @@ import tomli_w
 from controller import spec
 from controller.dataplane import DataPlaneError, fpgasim
 from controller.experiment import preflight
+from controller.network import fpga
 from tests.conftest import CCLAB, leftovers, missing_capability, pids
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,10 +74,10 @@ def test_spec_takes_fpga_sim_with_both_directions_and_refuses_what_the_element_l
 def test_specs_are_checked_against_the_harness_build_of_the_makefile() -> None:
     """The figures a spec is judged by are the Makefile's -G flags (which setup reads back from the element)."""
     make = (REPO / "Makefile").read_text()
-    for name, value in (("KHZ", fpgasim.CLOCK_KHZ), ("Q_ADDR_W", fpgasim.QUEUE_ADDR_W),
-                        ("DL_ADDR_W", fpgasim.DELAY_ADDR_W)):  # fmt: skip
+    for name, value in (("KHZ", fpga.CLOCK_KHZ), ("Q_ADDR_W", fpga.QUEUE_ADDR_W),
+                        ("DL_ADDR_W", fpga.DELAY_ADDR_W)):  # fmt: skip
         assert f"\nFPGA_SIM_{name} := {value}\n" in make.replace("  :=", " :="), f"FPGA_SIM_{name} is not {value}"
-    assert fpgasim.queue_capacity() == (1379, 1379 * 1514)  # 2^18 beats of 8 bytes, 190 beats a frame
+    assert fpga.queue_capacity() == (1379, 1379 * 1514)  # 2^18 beats of 8 bytes, 190 beats a frame
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Ubuntu 22.04's Python 3.10
     import tomli as tomllib
 
-from controller.dataplane import fpgasim
-from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, Red, ScheduleStep, presets
+from controller.network import GilbertElliott, Graph, GraphError, Link, LinkSpec, Red, ScheduleStep, fpga, presets
 from controller.spec import algos
 from controller.spec.fields import FIELDS as F
 from controller.spec.fields import PRESET_KEYS, Field, allowed
@@ -667,7 +666,7 @@ def _check_fpga_link(lk: Link, where: str) -> None:
         raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the FPGA element; use i.i.d. per on fpga-sim")
     if lk.spec.red is not None:
         raise _fail(f"{where}.red", "{...}", "not in the FPGA element yet; RED runs on the kernel and bmv2 targets")
-    why = fpgasim.link_refusal(lk.spec)  # the element's line rate and memories, as the harness is built
+    why = fpga.link_refusal(lk.spec)  # the element's line rate and memories, as the harness is built
     if why is not None:
         raise _fail(f"{where}.{why[0]}", why[1], why[2])
 

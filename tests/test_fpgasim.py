@@ -86,10 +86,14 @@ def test_specs_are_checked_against_the_harness_build_of_the_makefile() -> None:
         ({"queue_pkts": 1380}, r"queue_pkts = 1380: the FPGA element's queue memory holds 1379 full-size frames"),
         ({"queue_bytes": 2_100_000}, r"queue_bytes = 2100000: the FPGA element's queue memory holds 2087806 bytes"),
         ({"rate_mbps": 161}, r"rate_mbps = 161\.0: the FPGA element carries 160 Mbit/s at most \(64 bit at 2\.5 MHz\)"),
-        ({"rate_mbps": 100, "delay_ms": 700},
-         r"delay_ms = 700\.0: the FPGA element's delay line holds 1048576 beats of 8 bytes: 668 ms at most at 100 Mb"),
-        ({"schedule": [{"at_s": 1, "rate_mbps": 10}, {"at_s": 2, "rate_mbps": 170}]},
-         r"schedule\[1\]\.rate_mbps = 170\.0: the FPGA element carries 160 Mbit/s"),
+        (
+            {"rate_mbps": 100, "delay_ms": 700},
+            r"delay_ms = 700\.0: the FPGA element's delay line holds 1048576 beats of 8 bytes: 668 ms at most at 100",
+        ),
+        (
+            {"schedule": [{"at_s": 1, "rate_mbps": 10}, {"at_s": 2, "rate_mbps": 170}]},
+            r"schedule\[1\]\.rate_mbps = 170\.0: the FPGA element carries 160 Mbit/s",
+        ),
     ],
 )
 def test_a_link_larger_than_the_element_is_refused_in_one_line(link: dict[str, object], refusal: str) -> None:
@@ -136,6 +140,40 @@ def test_final_account_sets_the_rtls_counters_beside_the_last_read() -> None:
     assert got["rtl_minus_last_read"] == {**dict.fromkeys(fpgasim.COUNTER_FIELDS, 0), "fwd_bytes": 120,
                                           "fwd_pkts": 2, "enq_bytes": 120, "enq_pkts": 2}  # fmt: skip
     assert fpgasim.final_account(None, (key,), read)["rtl"] is None
+
+
+def _demo_summary(dataplane: str, seed: int, jain: float, ratio: float, drops: int) -> dict[str, Any]:
+    """A demo run's summary.json, the fields `cclab bench fpga --demo` reads: one flow whose in-network
+    throughput after headers is `ratio` of iperf3's goodput, `drops` random drops against [2, 20]."""
+    flow = {
+        "id": "f1",
+        "bytes": 1514 * 1000,
+        "packets": 1000,
+        "throughput_bps": 1514e3,
+        "iperf_goodput_bps": 1448e3 / ratio,
+    }
+    checks = {"random_drops_in_99pct_interval": {"value": drops, "lo": 2, "hi": 20, "ok": 2 <= drops <= 20}}
+    return {"dataplane": dataplane, "seed": seed, "complete": True, "jain": jain, "flows": [flow],
+            "bottleneck": {"utilization": 0.99}, "fidelity": {"ok": True, "checks": checks}}  # fmt: skip
+
+
+def test_bench_fpga_demo_judges_payload_loss_and_jains_intervals() -> None:
+    """The done-when's figures: headers taken off the wire bytes (66 a frame), loss inside its interval, and
+    whether the two targets' 95 % intervals of Jain's index overlap (Student's t over the runs)."""
+    from controller.bench import fpga_element as fe
+
+    runs = [fe.run_figures(_demo_summary("kernel", s, j, 1.0, 5)) for s, j in ((1, 0.95), (2, 0.97), (3, 0.96))]
+    runs += [fe.run_figures(_demo_summary("fpga-sim", s, j, 1.01, 7)) for s, j in ((1, 0.96), (2, 0.98), (3, 0.97))]
+    assert runs[0]["payload_over_goodput"]["f1"] == pytest.approx(1.0)
+    got = fe.demo_figures(runs)
+    k, f = got["targets"]["kernel"], got["targets"]["fpga-sim"]
+    assert k["n"] == f["n"] == 3 and k["jain_mean"] == pytest.approx(0.96)
+    assert k["jain_ci95"][0] == pytest.approx(0.96 - 4.303 * 0.01 / 3**0.5, abs=1e-4)  # t(0.975, 2) = 4.303
+    assert got["jain_intervals_overlap"] is True and f["payload_within_2pct"] and f["loss_ok_runs"] == 3
+    far = [fe.run_figures(_demo_summary("fpga-sim", s, j, 1.03, 25)) for s, j in ((1, 0.80), (2, 0.81), (3, 0.80))]
+    got = fe.demo_figures(runs[:3] + far)
+    assert got["jain_intervals_overlap"] is False
+    assert not got["targets"]["fpga-sim"]["payload_within_2pct"] and got["targets"]["fpga-sim"]["loss_ok_runs"] == 0
 
 
 @pytest.mark.fpga

@@ -9,9 +9,13 @@
 //   - bytes + len > lim_bytes, packets + 1 > lim_pkts, or the memory or the
 //     descriptor ring is short                             (queue drop)
 // and while it arrives it is checked: a non-last beat with a partial tkeep,
-// more or fewer bytes than its length, or tuser[0] (the MAC's bad-frame flag)
-// at its last beat make it malformed; an admitted frame found malformed is
-// rolled back (write pointer and charges returned), never sent.  Every frame
+// more or fewer bytes than its length, a last beat whose tkeep is not its
+// low bytes, or tuser[0] (the MAC's bad-frame flag) at its last beat make it
+// malformed; an admitted frame found malformed is rolled back (write pointer
+// and charges returned), never sent.  The check adds no bytes at the last
+// beat: the bytes still due (rem) are counted down a beat ahead, with what
+// the next beat may be (last, full, the last beat's tkeep) in registers, so
+// that the rollback is a compare of tkeep, not an adder and a compare.  Every frame
 // ends in exactly one verdict (ev_*), CLS_LAT cycles after its last beat, the
 // cycle at which the flow classifier has its flow index (ev_flow), which the
 // descriptor keeps for the forwarded counters (deq_*).
@@ -99,13 +103,9 @@ function [LEN_W-1:0] words_of(input [LEN_W-1:0] n);
     words_of = (n + KEEP_M1) >> KEEP_SH;
 endfunction
 
-function [LEN_W:0] popcount(input [KEEP_W-1:0] k);
-    integer j;
-    begin
-        popcount = 0;
-        for (j = 0; j < KEEP_W; j = j + 1)
-            popcount = popcount + {{LEN_W{1'b0}}, k[j]};
-    end
+// the tkeep of a last beat holding the n mod KEEP_W low bytes (all of them when that is 0)
+function [KEEP_W-1:0] keep_of(input [KEEP_SH-1:0] n);
+    keep_of = n == 0 ? {KEEP_W{1'b1}} : ~({KEEP_W{1'b1}} << n);
 endfunction
 
 // ---- occupancy -----------------------------------------------------------
@@ -118,8 +118,12 @@ reg               in_frame;
 reg  [1:0]        dec_sr;     // a decision was taken 1, 2 cycles ago
 reg  [1:0]        f_kind;
 reg  [LEN_W-1:0]  f_len;
-reg  [LEN_W:0]    f_cnt;
 reg               f_mal;
+// the bytes still due before the next beat, and what that beat may be (from rem, a beat ahead)
+reg  [LEN_W-1:0]  f_rem;
+reg               f_rem_zero;  // none: a further beat is beyond the length
+reg               f_rem_le;    // at most KEEP_W: the next beat may be the last
+reg               f_rem_ge;    // at least KEEP_W: the next beat may be a full one
 reg  [ADDR_W-1:0] f_start;
 reg  [ADDR_W-1:0] wptr;
 
@@ -155,13 +159,16 @@ wire [1:0]        kind_new = bad_len ? K_MAL : loss_drop ? K_RND : !fits ? K_QD 
 wire [1:0]        kind_cur = first ? kind_new : f_kind;
 wire [LEN_W-1:0]  len_cur  = first ? len_in : f_len;
 wire              acc_cur  = kind_cur == K_OK;
-wire [LEN_W:0]    off      = first ? {(LEN_W+1){1'b0}} : f_cnt;
-wire [LEN_W:0]    nbytes   = s_axis_tlast ? popcount(s_axis_tkeep) : KEEP_W[LEN_W:0];
-wire [LEN_W:0]    cnt_new  = off + nbytes;
-wire              keep_bad = !s_axis_tlast && s_axis_tkeep != {KEEP_W{1'b1}};
-wire              mal_new  = (first ? 1'b0 : f_mal) || keep_bad || cnt_new > {1'b0, len_cur} ||
-                             (s_axis_tlast && (cnt_new != {1'b0, len_cur} || s_axis_tuser[0]));
-wire              wr_en    = hs && acc_cur && off < {1'b0, len_cur};
+localparam [LEN_W-1:0] KEEP_L = KEEP_W[LEN_W-1:0];
+wire [LEN_W-1:0]  rem_cur  = first ? len_in : f_rem;
+wire              rem_zero = first ? len_in == 0 : f_rem_zero;
+wire              rem_le   = first ? len_in <= KEEP_L : f_rem_le;
+wire              rem_ge   = first ? len_in >= KEEP_L : f_rem_ge;
+wire              beat_ok  = s_axis_tlast ? !rem_zero && rem_le && s_axis_tkeep == keep_of(rem_cur[KEEP_SH-1:0]) &&
+                                            !s_axis_tuser[0]
+                                          : rem_ge && s_axis_tkeep == {KEEP_W{1'b1}};
+wire              mal_new  = (first ? 1'b0 : f_mal) || !beat_ok;
+wire              wr_en    = hs && acc_cur && !rem_zero;
 wire [ADDR_W-1:0] start_ptr = first ? wptr : f_start;
 
 wire reserve  = hs && first && kind_new == K_OK;
@@ -176,8 +183,12 @@ always @(posedge clk) begin
     dec_sr <= {dec_sr[0], hs && first};
     if (hs) begin
         in_frame <= !s_axis_tlast;
-        f_cnt    <= cnt_new;
         f_mal    <= mal_new;
+        // rem - KEEP_W (0 once past the length): the low bytes, and so the last beat's tkeep, stay
+        f_rem      <= rem_ge ? rem_cur - KEEP_L : {LEN_W{1'b0}};
+        f_rem_zero <= rem_cur <= KEEP_L;
+        f_rem_le   <= rem_cur <= 2 * KEEP_L;
+        f_rem_ge   <= rem_cur >= 2 * KEEP_L;
         if (first) begin
             f_kind  <= kind_new;
             f_len   <= len_in;

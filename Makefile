@@ -150,6 +150,7 @@ bench: deps venv build
 	$(CCLAB) bench controller
 	$(CCLAB) bench ovs
 	$(CCLAB) bench sweep
+	$(CCLAB) bench fpga
 
 lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet fpga

@@ -89,20 +89,24 @@ DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
 # real link (dataplane = "fpga-sim"), when Verilator is installed (`make deps`).  FPGA_SIM_KHZ is
 # the notional clock the harness ties simulated cycles to: 2.5 MHz x 8 bytes = 160 Mbit/s at most,
 # about half of what the model sustains here (4.9 million cycles/s, `cclab-fpga-sim --bench`),
-# so that both directions of a link keep up on a 2-core machine beside the traffic;
-# the queue and the delay line hold 2^15 beats (256 KiB) each (the queue's most: LEN_W - 1 bits).
+# so that both directions of a link keep up on a 2-core machine beside the traffic.  The queue
+# holds 2^18 beats (2 MiB, 1379 full-size frames), the delay line 2^20 (8 MiB: 418 ms at 160 Mbit/s).
+# A spec is checked against these before anything is built (controller/dataplane/fpgasim.py has
+# the same figures, tests/test_fpgasim.py holds them equal), so they are not overridable here.
 VERILATOR    ?= verilator
-FPGA_SIM_KHZ ?= 2500
+FPGA_SIM_KHZ := 2500
+FPGA_SIM_Q_ADDR_W  := 18
+FPGA_SIM_DL_ADDR_W := 20
 FPGA_RTL     := $(wildcard fpga/rtl/*.v)
 FPGA_SIM     := $(BUILD)/fpga-sim/cclab-fpga-sim
 HAVE_VERILATOR := $(shell command -v $(VERILATOR) 2>/dev/null)
 
-$(FPGA_SIM): $(FPGA_RTL) fpga/sim/harness.cpp fpga/sim/regproto.h delay/delay.h delay/pktsock.h
+$(FPGA_SIM): $(FPGA_RTL) fpga/sim/harness.cpp fpga/sim/regproto.h delay/delay.h delay/pktsock.h Makefile
 	@printf '  %-8s %s\n' VERILATE $@
 	$(Q)mkdir -p $(BUILD)/fpga-sim
 	$(Q)$(VERILATOR) --cc --exe --build -j 2 -O3 --x-assign fast --x-initial fast --noassert \
 		-Wno-fatal -Wno-lint -Wno-style --top-module cclab_bottleneck \
-		-GCLK_KHZ=$(FPGA_SIM_KHZ) -GQ_ADDR_W=15 -GDL_ADDR_W=15 \
+		-GCLK_KHZ=$(FPGA_SIM_KHZ) -GQ_ADDR_W=$(FPGA_SIM_Q_ADDR_W) -GDL_ADDR_W=$(FPGA_SIM_DL_ADDR_W) \
 		-CFLAGS "-std=c++17 -Wall -I$(CURDIR)/fpga/sim -I$(CURDIR)/delay" \
 		-MAKEFLAGS OPT_FAST=-O2 -MAKEFLAGS OPT_GLOBAL=-O2 \
 		-Mdir $(BUILD)/fpga-sim -o cclab-fpga-sim $(FPGA_RTL) $(CURDIR)/fpga/sim/harness.cpp >$(BUILD)/fpga-sim/build.log \
@@ -146,6 +150,7 @@ bench: deps venv build
 	$(CCLAB) bench controller
 	$(CCLAB) bench ovs
 	$(CCLAB) bench sweep
+	$(CCLAB) bench fpga
 
 lint: venv
 	$(VENV)/bin/ruff check controller hosts tests mininet fpga

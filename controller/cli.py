@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -148,6 +149,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"cclab: {exc}", file=sys.stderr)
         return 0
     delay = f"delay by {element}" if element else ("no delay" if not s.wants_delay else "; ".join(notes))
+    delay = delay or "delay by the data plane itself"  # a target that delays (fpga-sim's delay line)
     out.print(f"runs here: {s.dataplane} data plane, {delay}", soft_wrap=True)
     return 0
 
@@ -352,30 +354,92 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(res))
         return 0
-
-    def mbps(x: float | None, fmt: str = ".0f") -> str:
-        return "-" if x is None else f"{units.mbps(x):{fmt}} Mbit/s"
-
     for r in res.get("targets", [res]):
-        out.print(f"{r['target']} ({r['shaper']}), medians of {r['repeats']} runs per rate:")
-        for st in r["steps"]:
-            runs = st["runs"]
-            achieved = ", ".join(mbps(p["achieved_bps"], ".1f").removesuffix(" Mbit/s") for p in runs)
-            busy = [p["cpu_busy"] for p in runs if p["cpu_busy"] is not None]
-            out.print(
-                f"  {mbps(st['rate_bps'], '8.1f')}: {'ok  ' if st['ok'] else 'MISS'} median error "
-                f"{st['median_error']:.2%} (achieved {achieved}; CPU busy "
-                f"{'-' if not busy else f'{max(busy):.0%}'})"
-            )
-        ceil = ", ".join(mbps(c).removesuffix(" Mbit/s") for c in r["ceiling_runs_bps"])
-        ratio = r["ratio_to_ceiling"]
-        out.print(
-            f"{r['target']}: max accurate rate (<= {r['rate_error_max']:.0%} error, bisection to "
-            f"{r['resolution']:.0%}): {mbps(r['max_accurate_rate_bps'])} = "
-            f"{'-' if ratio is None else f'{ratio:.1%}'} of the unshaped ceiling {mbps(r['ceiling_bps'])} "
-            f"(median of {ceil}) measured in the same run"
-        )
+        _print_dataplane(r)
     return 0
+
+
+def _mbps(x: float | None, fmt: str = ".0f") -> str:
+    return "-" if x is None else f"{units.mbps(x):{fmt}} Mbit/s"
+
+
+def _print_dataplane(r: dict[str, Any]) -> None:
+    """One target's `bench dataplane` figures: each rate tried, then the highest accurate one."""
+    mbps = _mbps
+    out.print(f"{r['target']} ({r['shaper']}), medians of {r['repeats']} runs per rate:")
+    for st in r["steps"]:
+        runs = st["runs"]
+        achieved = ", ".join(mbps(p["achieved_bps"], ".1f").removesuffix(" Mbit/s") for p in runs)
+        busy = [p["cpu_busy"] for p in runs if p["cpu_busy"] is not None]
+        out.print(
+            f"  {mbps(st['rate_bps'], '8.1f')}: {'ok  ' if st['ok'] else 'MISS'} median error "
+            f"{st['median_error']:.2%} (achieved {achieved}; CPU busy "
+            f"{'-' if not busy else f'{max(busy):.0%}'})"
+        )
+    ceil = ", ".join(mbps(c).removesuffix(" Mbit/s") for c in r["ceiling_runs_bps"])
+    ratio = r["ratio_to_ceiling"]
+    out.print(
+        f"{r['target']}: max accurate rate (<= {r['rate_error_max']:.0%} error, bisection to "
+        f"{r['resolution']:.0%}): {mbps(r['max_accurate_rate_bps'])} = "
+        f"{'-' if ratio is None else f'{ratio:.1%}'} of the ceiling {mbps(r['ceiling_bps'])} "
+        f"(median of {ceil}, runs at {mbps(r['ceiling_rate_bps'])}) measured in the same run"
+    )
+
+
+def _cmd_bench_fpga(args: argparse.Namespace) -> int:
+    from controller.bench import fpga_element
+
+    def progress(msg: str) -> None:
+        err.print(f"bench fpga: {msg}", highlight=False)
+
+    if args.demo:
+        res = fpga_element.demo(Path(args.dir) if args.dir else None, progress)
+        if args.json:
+            print(json.dumps(res))
+            return 0
+        _print_fpga_demo(res)
+        return 0
+    res = {"model": fpga_element.model_speed(args.model_runs)}
+    m = res["model"]
+    out.print(
+        f"model: {m['cycles_per_s'] / 1e6:.2f} M simulated cycles/s (median of {len(m['runs_cycles_per_s'])}: "
+        f"{min(m['runs_cycles_per_s']) / 1e6:.2f}-{max(m['runs_cycles_per_s']) / 1e6:.2f}), "
+        f"{m['headroom']:.2f} x the {m['clock_khz'] / 1000:g} MHz clock the harness keeps",
+        soft_wrap=True,
+    )
+    res.update(fpga_element.carried(args.duration, args.flows, args.repeats, progress))
+    if args.json:
+        print(json.dumps(res))
+        return 0
+    for target in ("fpga-sim", "bmv2"):
+        _print_dataplane(res[target])
+    return 0
+
+
+def _print_fpga_demo(res: dict[str, Any]) -> None:
+    for r in res["runs"]:
+        ratios = [x for x in r["payload_over_goodput"].values() if x is not None]
+        lag = "" if r["max_lag_ms"] is None else f", model at most {r['max_lag_ms']:.1f} ms behind"
+        drops = "; ".join(f"{k.split('.')[0] if '.' in k else 'l1'} {v[0]} in [{v[1]}, {v[2]}]"
+                          for k, v in r["random_drops"].items())  # fmt: skip
+        out.print(
+            f"  {r['dataplane']:8} seed {r['seed']}: Jain {r['jain']:.3f}, utilization {r['utilization']:.3f}, "
+            f"payload/goodput {min(ratios, default=0):.4f}-{max(ratios, default=0):.4f}, random drops {drops}"
+            f"{lag}{'' if r['fidelity_ok'] else ' (fidelity: spec not fully met)'}",
+            soft_wrap=True,
+        )
+    for dp, t in res["targets"].items():
+        lo, hi = t["jain_ci95"]
+        rng = t["payload_over_goodput_range"]
+        out.print(
+            f"{dp}: n = {t['n']}, Jain {t['jain_mean']:.3f} (95 % interval "
+            f"{'-' if lo is None else f'{lo:.3f}-{hi:.3f}'}); in-network after headers over iperf3's goodput "
+            f"{'-' if rng is None else f'{rng[0]:.4f}-{rng[1]:.4f}'} "
+            f"({'within' if t['payload_within_2pct'] else 'NOT within'} 2 %); random drops in their 99 % "
+            f"interval in {t['loss_ok_runs']} of {t['n']} runs",
+            soft_wrap=True,
+        )
+    out.print(f"Jain's intervals overlap: {res['jain_intervals_overlap']} ({res['sweep_dir']})")
 
 
 def _cmd_bench_ovs(args: argparse.Namespace) -> int:
@@ -737,6 +801,22 @@ def parser() -> argparse.ArgumentParser:
         help="data plane to measure; all: each in one run, one JSON (default kernel)",
     )
     bd.set_defaults(func=_cmd_bench)
+
+    bf = bsub.add_parser(
+        "fpga",
+        help="the FPGA element in the loop: model speed, the rate it carries within 2 %% beside bmv2's; "
+        "--demo: the demo on it beside the kernel target",
+    )
+    bf.add_argument("--json", action="store_true", help="print one JSON line")
+    bf.add_argument("--duration", type=float, default=6.0, help="seconds per point (default 6)")
+    bf.add_argument("--flows", type=int, default=4, help="saturating cubic flows (default 4)")
+    bf.add_argument("--repeats", type=int, default=3, help="runs per rate; the median judges it (default 3)")
+    bf.add_argument("--model-runs", type=int, default=5, help="runs of the model alone (default 5)")
+    bf.add_argument(
+        "--demo", action="store_true", help="run experiments/fpga_demo.toml (3 runs per target) and judge it"
+    )
+    bf.add_argument("--dir", help="with --demo: the sweep directory (default results/sweeps/fpga_demo)")
+    bf.set_defaults(func=_cmd_bench_fpga)
 
     bc = bsub.add_parser("cc", help="each cclab algorithm's loopback throughput beside built-in reno")
     bc.add_argument("--json", action="store_true", help="print one JSON line")

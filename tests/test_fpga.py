@@ -15,9 +15,10 @@ RTL = REPO / "fpga" / "rtl"
 TB = REPO / "fpga" / "tb"
 
 #: (testbench = its top-level module, the parameters it is built with; the rest are the RTL's defaults), as
-#: the testbench Makefiles set them; the shaper in both its forms
+#: the testbench Makefiles set them; the element and the shaper in both their forms
 BENCHES: list[tuple[str, dict[str, int]]] = [
-    ("cclab_bottleneck", {"Q_ADDR_W": 15, "N_FLOWS": 8, "PIPELINE": 1}),
+    ("cclab_bottleneck", {"Q_ADDR_W": 18, "N_FLOWS": 8, "PIPELINE": 1}),
+    ("cclab_bottleneck", {"Q_ADDR_W": 15, "N_FLOWS": 8, "PIPELINE": 0}),
     ("cclab_shaper", {"PIPELINE": 0}),
     ("cclab_shaper", {"PIPELINE": 1}),
     ("cclab_delay_line", {"ADDR_W": 6}),

@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomli_w
@@ -21,6 +22,7 @@ import tomli_w
 from controller import spec
 from controller.dataplane import DataPlaneError, fpgasim
 from controller.experiment import preflight
+from controller.network import fpga
 from tests.conftest import CCLAB, leftovers, missing_capability, pids
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,6 +71,49 @@ def test_spec_takes_fpga_sim_with_both_directions_and_refuses_what_the_element_l
         spec.parse(_raw(jitter_ms=1))
 
 
+def test_specs_are_checked_against_the_harness_build_of_the_makefile() -> None:
+    """The figures a spec is judged by are the Makefile's -G flags (which setup reads back from the element)."""
+    make = (REPO / "Makefile").read_text()
+    for name, value in (("KHZ", fpga.CLOCK_KHZ), ("Q_ADDR_W", fpga.QUEUE_ADDR_W),
+                        ("DL_ADDR_W", fpga.DELAY_ADDR_W)):  # fmt: skip
+        assert f"\nFPGA_SIM_{name} := {value}\n" in make.replace("  :=", " :="), f"FPGA_SIM_{name} is not {value}"
+    assert fpga.queue_capacity() == (1379, 1379 * 1514)  # 2^18 beats of 8 bytes, 190 beats a frame
+
+
+@pytest.mark.parametrize(
+    ("link", "refusal"),
+    [
+        ({"queue_pkts": 1380}, r"queue_pkts = 1380: the FPGA element's queue memory holds 1379 full-size frames"),
+        ({"queue_bytes": 2_100_000}, r"queue_bytes = 2100000: the FPGA element's queue memory holds 2087806 bytes"),
+        ({"rate_mbps": 161}, r"rate_mbps = 161\.0: the FPGA element carries 160 Mbit/s at most \(64 bit at 2\.5 MHz\)"),
+        (
+            {"rate_mbps": 100, "delay_ms": 700},
+            r"delay_ms = 700\.0: the FPGA element's delay line holds 1048576 beats of 8 bytes: 668 ms at most at 100",
+        ),
+        (
+            {"schedule": [{"at_s": 1, "rate_mbps": 10}, {"at_s": 2, "rate_mbps": 170}]},
+            r"schedule\[1\]\.rate_mbps = 170\.0: the FPGA element carries 160 Mbit/s",
+        ),
+    ],
+)
+def test_a_link_larger_than_the_element_is_refused_in_one_line(link: dict[str, object], refusal: str) -> None:
+    """Rate above the element's line, a queue above its memory, a delay line too short: refused by the parser,
+    naming the field, the value and the limit, before anything is built (the element would bind instead)."""
+    raw = _raw()
+    bneck = raw["bottleneck"]
+    assert isinstance(bneck, dict)
+    bneck.update(link)
+    if "queue_bytes" in link:
+        del bneck["queue_pkts"]
+    with pytest.raises(spec.SpecError, match=r"^spec error: link l1 \(s1-s2\)\." + refusal) as err:
+        spec.parse(raw)
+    assert "\n" not in str(err.value)
+    ok = _raw()
+    assert isinstance(ok["bottleneck"], dict)
+    ok["bottleneck"].update(queue_pkts=1379, rate_mbps=160, delay_ms=400)
+    assert spec.parse(ok).dataplane == "fpga-sim", "the element's largest settings"
+
+
 def test_unbuilt_harness_is_refused_in_one_line_before_anything(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fpgasim, "BINARY", REPO / "build" / "nowhere" / "cclab-fpga-sim")
     with pytest.raises(preflight.RunError) as err:
@@ -76,6 +121,59 @@ def test_unbuilt_harness_is_refused_in_one_line_before_anything(monkeypatch: pyt
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith("dataplane = 'fpga-sim' cannot run here: ") and "run `make build`" in msg
+
+
+def test_final_account_sets_the_rtls_counters_beside_the_last_read() -> None:
+    """The harness's last line becomes summary.json's element_stats: entries named, the link summed over them,
+    the frames the RTL did not count, and what it counted after the controller's last read."""
+    from controller.dataplane import FlowCounters, FlowKey, Snapshot
+
+    key = FlowKey("10.0.1.1", "10.0.2.1", 40000, 5201, 6)
+    flow, fallback = [1514, 1, 0, 0, 0, 0, 1514, 1], [120, 2, 0, 0, 60, 1, 180, 3]
+    last = {"rx_frames": 6, "unfed": 1, "rtl": {"malformed": 1, "entries": [flow, [0] * 8, fallback]}}
+    read = Snapshot(t=0.0, link=FlowCounters(1514, 1, 0, 0, 60, 1, 1574, 2))
+    got = fpgasim.final_account(last, (key,), read)
+    assert got["harness"] == {"rx_frames": 6, "unfed": 1}
+    assert got["rtl"]["flows"] == [{"five_tuple": list(key), **dict(zip(fpgasim.COUNTER_FIELDS, flow))}]
+    assert got["rtl"]["link"]["enq_pkts"] == 4 and got["rtl"]["link"]["fwd_bytes"] == 1634
+    assert got["rx_frames_unaccounted"] == 0  # 4 offered + 1 malformed + 1 never fed in
+    assert got["rtl_minus_last_read"] == {**dict.fromkeys(fpgasim.COUNTER_FIELDS, 0), "fwd_bytes": 120,
+                                          "fwd_pkts": 2, "enq_bytes": 120, "enq_pkts": 2}  # fmt: skip
+    assert fpgasim.final_account(None, (key,), read)["rtl"] is None
+
+
+def _demo_summary(dataplane: str, seed: int, jain: float, ratio: float, drops: int) -> dict[str, Any]:
+    """A demo run's summary.json, the fields `cclab bench fpga --demo` reads: one flow whose in-network
+    throughput after headers is `ratio` of iperf3's goodput, `drops` random drops against [2, 20]."""
+    flow = {
+        "id": "f1",
+        "bytes": 1514 * 1000,
+        "packets": 1000,
+        "throughput_bps": 1514e3,
+        "iperf_goodput_bps": 1448e3 / ratio,
+    }
+    checks = {"random_drops_in_99pct_interval": {"value": drops, "lo": 2, "hi": 20, "ok": 2 <= drops <= 20}}
+    return {"dataplane": dataplane, "seed": seed, "complete": True, "jain": jain, "flows": [flow],
+            "bottleneck": {"utilization": 0.99}, "fidelity": {"ok": True, "checks": checks}}  # fmt: skip
+
+
+def test_bench_fpga_demo_judges_payload_loss_and_jains_intervals() -> None:
+    """The done-when's figures: headers taken off the wire bytes (66 a frame), loss inside its interval, and
+    whether the two targets' 95 % intervals of Jain's index overlap (Student's t over the runs)."""
+    from controller.bench import fpga_element as fe
+
+    runs = [fe.run_figures(_demo_summary("kernel", s, j, 1.0, 5)) for s, j in ((1, 0.95), (2, 0.97), (3, 0.96))]
+    runs += [fe.run_figures(_demo_summary("fpga-sim", s, j, 1.01, 7)) for s, j in ((1, 0.96), (2, 0.98), (3, 0.97))]
+    assert runs[0]["payload_over_goodput"]["f1"] == pytest.approx(1.0)
+    got = fe.demo_figures(runs)
+    k, f = got["targets"]["kernel"], got["targets"]["fpga-sim"]
+    assert k["n"] == f["n"] == 3 and k["jain_mean"] == pytest.approx(0.96)
+    assert k["jain_ci95"][0] == pytest.approx(0.96 - 4.303 * 0.01 / 3**0.5, abs=1e-4)  # t(0.975, 2) = 4.303
+    assert got["jain_intervals_overlap"] is True and f["payload_within_2pct"] and f["loss_ok_runs"] == 3
+    far = [fe.run_figures(_demo_summary("fpga-sim", s, j, 1.03, 25)) for s, j in ((1, 0.80), (2, 0.81), (3, 0.80))]
+    got = fe.demo_figures(runs[:3] + far)
+    assert got["jain_intervals_overlap"] is False
+    assert not got["targets"]["fpga-sim"]["payload_within_2pct"] and got["targets"]["fpga-sim"]["loss_ok_runs"] == 0
 
 
 @pytest.mark.fpga
@@ -134,6 +232,26 @@ def test_run_on_the_element_in_the_loop(tmp_path: Path) -> None:
         assert 19.9 <= f["min_rtt_ms"] <= 23.0, f"{f['id']}: min RTT {f['min_rtt_ms']} ms, want 2 x 10 ms"
     rows = (out.run_dir / "flows.csv").read_text().splitlines()
     assert len(rows) == 1 + len(s["flows"])
+    _check_element_stats(s)
+
+
+def _check_element_stats(s: dict[str, Any]) -> None:
+    """summary.json's element_stats: every emulated direction's harness counters, the RTL's own as it stopped,
+    and the controller's last read beside them; no frame lost between the harness and the RTL."""
+    stats = s["element_stats"]
+    assert sorted(stats) == sorted(lk["id"] for lk in s["links"]), f"element_stats for {sorted(stats)}"
+    for lid, st in stats.items():
+        rtl, h = st["rtl"], st["harness"]
+        assert rtl is not None and h is not None, f"{lid}: {st}"
+        assert st["rx_frames_unaccounted"] == 0, f"{lid}: harness took {h['rx_frames']}, the RTL counted {rtl}"
+        assert rtl["malformed"] == 0 and h["oversize"] == 0, f"{lid}: {rtl['malformed']} malformed"
+        late = st["rtl_minus_last_read"]
+        assert all(v >= 0 for v in late.values()), f"{lid}: the RTL counted less than was read: {late}"
+        assert late["fwd_pkts"] <= 20, f"{lid}: {late['fwd_pkts']} frames forwarded after the last read"
+    forward = stats[s["links"][0]["id"]]["rtl"]
+    for f, entry in zip(s["flows"], forward["flows"], strict=True):
+        assert entry["five_tuple"][:4] == f["five_tuple"][:4], (entry, f)
+        assert 0 <= entry["fwd_bytes"] - f["bytes"] <= 20 * 1514, f"{f['id']}: RTL {entry} vs read {f['bytes']}"
 
 
 def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
@@ -217,4 +335,6 @@ def test_driver_walks_the_register_map_of_the_real_harness(tmp_path: Path) -> No
         if proc is not None:
             last = delayline.stop(proc)
             assert last is not None and last["cycles"] > 0
+            assert last["rtl"] == {"malformed": 0, "entries": [[0] * 8] * 9}, last["rtl"]
+            assert last["unfed"] == 0 and last["rx_frames"] == 0
         subprocess.run(["ip", "link", "del", a], check=False)

@@ -7,6 +7,8 @@
 - polling:       `cclab bench controller`, the monitor's CPU for many flows' counters
 - ovs_fabric:    `cclab bench ovs`, what Open vSwitch carries beside Linux bridges
 - sweep:         `cclab bench sweep`, runs per hour and fidelity pass rate at 1, 2, 3 runs side by side
+- fpga_element:  `cclab bench fpga`, the FPGA element in the loop: model speed, the rate it carries beside
+                 bmv2's, and (--demo) the demo on it beside the kernel target
 """
 
 from controller.bench.data_plane import TARGETS, dataplane

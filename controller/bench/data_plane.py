@@ -22,6 +22,7 @@ from typing import Any
 from controller import spec
 from controller.dataplane import targets
 from controller.experiment import runner
+from controller.network import fpga
 
 RATE_ERROR_MAX = 0.02
 #: the bisection stops when the lowest rate shown inaccurate is within this of the highest shown accurate
@@ -30,6 +31,10 @@ BISECT_RESOLUTION = 0.02
 FIRST_TRY = 0.9
 #: "unshaped": a rate no veth path here reaches, so the shaper never holds back
 CEILING_MBPS = 100_000
+#: a target's own line: its "unshaped" runs are shaped to it
+LINE_MBPS = {"fpga-sim": fpga.LINE_BPS / 1e6}
+#: what limits the rate on the targets other than the kernel's (whose qdisc is the run's `shaper`)
+SHAPERS = {"bmv2": "bmv2 egress queue (packets/s)", "fpga-sim": "the RTL token bucket (bytes/cycle)"}
 #: the targets cclab builds here (the registry's, those in a Mininet network)
 TARGETS = targets.in_mininet()
 
@@ -104,14 +109,18 @@ def dataplane(
     progress: Callable[[str], None] | None = None,
     target: str = "kernel",
     host_sysctls: bool = True,
+    ceiling_mbps: float | None = None,
 ) -> dict[str, Any]:
-    """One target's highest accurate rate and its ratio to the ceiling; `target` = "all": each target, both."""
+    """One target's highest accurate rate and its ratio to the ceiling; `target` = "all": each target, both.
+    ``ceiling_mbps``: the rate of the "unshaped" runs; by default CEILING_MBPS, and on a target with a line
+    of its own (fpga-sim: 64 bit at its clock, above which the parser refuses a rate) that line."""
     if target == "all":
         return {
             "bench": "dataplane",
             "targets": [dataplane(duration_s, flows, shaper, repeats, progress, t, host_sysctls) for t in TARGETS],
         }
     say = progress or (lambda _m: None)
+    ceiling_mbps = ceiling_mbps or LINE_MBPS.get(target, CEILING_MBPS)
     ceilings: list[Point] = []
     steps: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="cclab-bench-") as tmp:
@@ -119,7 +128,7 @@ def dataplane(
 
         def ceiling() -> float | None:
             say(f"{target}: ceiling (unshaped), run {len(ceilings) + 1}")
-            ceilings.append(measure(CEILING_MBPS, duration_s, flows, shaper, root, target, host_sysctls))
+            ceilings.append(measure(ceiling_mbps, duration_s, flows, shaper, root, target, host_sysctls))
             got = [p.achieved_bps for p in ceilings if p.achieved_bps is not None]
             return statistics.median(got) if got else None
 
@@ -158,7 +167,8 @@ def dataplane(
     return {
         "bench": "dataplane",
         "target": target,
-        "shaper": shaper if target == "kernel" else "bmv2 egress queue (packets/s)",
+        "shaper": SHAPERS.get(target, shaper),
+        "ceiling_rate_bps": int(ceiling_mbps * 1e6),
         "max_accurate_rate_bps": lo or None,
         "lowest_inaccurate_rate_bps": hi if any(not s["ok"] for s in steps) else None,
         "ceiling_bps": ceiling_bps,

@@ -37,6 +37,7 @@ from controller.dataplane import COUNTER_FIELDS, DataPlaneError, FlowCounters, F
 from controller.dataplane import fpgaregs as fr
 from controller.dataplane.delayline import Steering, missing_steer
 from controller.dataplane.p4common import frame_bytes, loss_threshold
+from controller.network.fpga import BEAT_BYTES, CLOCK_KHZ, DELAY_ADDR_W, QUEUE_ADDR_W, QUEUE_FRAMES, capacity_refusal
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,8 @@ class FpgaSimBottleneck:
     """Declared flows: table entries 0..n-1 in this order; the element's last entry counts the rest."""
     clock_khz: int = field(default=0, init=False)
     final_stats: dict[str, Any] | None = field(default=None, init=False)
-    """The harness's counters as it stopped (kept by teardown)."""
+    """As the harness stopped (kept by teardown, `final_account`): its own counters, what the RTL counted,
+    and the controller's last read beside it."""
     _proc: subprocess.Popen[str] | None = field(default=None, init=False)
     _steering: Steering | None = field(default=None, init=False)
     _regs: fr.Element | None = field(default=None, init=False)
@@ -114,6 +116,8 @@ class FpgaSimBottleneck:
     _seed: int = field(default=1, init=False)
     _memory: tuple[int, int] = field(default=(0, 0), init=False)
     """What the queue memory holds: bytes, frames."""
+    _last_read: Snapshot | None = field(default=None, init=False)
+    """The controller's last read of the counters (the monitor's final one, at the end of a run)."""
 
     @property
     def socket_path(self) -> Path:
@@ -137,13 +141,14 @@ class FpgaSimBottleneck:
             regs = self.regs
             regs.discover()
             self.clock_khz = regs.read(fr.ELEMENT, CLK_KHZ)
+            self._memory = self.queue_memory()
+            self._check_build(regs.read(fr.DELAY, DL_MEM_BEATS))
             self._entries = regs.read(fr.FLOWS, N_ENTRIES)
             if len(self.flows) >= self._entries:
                 raise DataPlaneError(
                     f"{len(self.flows)} flows on link {self.run_id}: the element counts at most "
                     f"{self._entries - 1} by 5-tuple"
                 )
-            self._memory = self.queue_memory()
             self._install_flows()
             self._seed = seed & UNLIMITED or 1
             regs.write(fr.LOSS, LOSS_SEED, self._seed)
@@ -189,14 +194,16 @@ class FpgaSimBottleneck:
         """(bytes, frames) the element's queue memory holds: below a larger limit, the memory is what binds."""
         return self.regs.read(fr.QUEUE, Q_MEM_BYTES), self.regs.read(fr.QUEUE, Q_MAX_PKTS)
 
-    def _warn_memory(self, p: LinkParams) -> None:
-        mem, most = self._memory
-        pkts, nbytes = self._queue_limits(p)
-        if nbytes > mem and nbytes != UNLIMITED or pkts > min(most, mem // frame_bytes(p.mtu)):
-            log.warning(
-                "%s: queue limit %s exceeds the element's queue memory (%d bytes, %d frames): the memory binds",
-                self.run_id, f"{p.queue_bytes} bytes" if p.queue_bytes is not None else f"{pkts} frames", mem, most,
-            )  # fmt: skip
+    def _check_build(self, delay_beats: int) -> None:
+        """The element is the build the spec was judged against (capacity_refusal): clock and memories."""
+        got = (self.clock_khz, *self._memory, delay_beats)
+        want = (CLOCK_KHZ, BEAT_BYTES << QUEUE_ADDR_W, QUEUE_FRAMES, 1 << DELAY_ADDR_W)
+        if got != want:
+            raise DataPlaneError(
+                f"{BINARY} is built with clock {got[0]} kHz, a queue of {got[1]} bytes and {got[2]} frames, a "
+                f"delay line of {got[3]} beats; specs are checked against {want[0]}, {want[1]}, {want[2]}, "
+                f"{want[3]}: run `make build`"
+            )
 
     def apply(self, p: LinkParams) -> None:
         """Write rate, burst, queue limits, delay and loss; every register may change while frames flow."""
@@ -206,18 +213,13 @@ class FpgaSimBottleneck:
             raise DataPlaneError(f"jitter_ms = {p.jitter_ms:g}: the FPGA element's delay line has no jitter")
         if p.red is not None:
             raise DataPlaneError("a RED queue is not in the FPGA element yet; RED runs on the kernel and bmv2 targets")
+        why = capacity_refusal(p.rate_bps, p.delay_ms, p.queue_pkts, p.queue_bytes, p.mtu)
+        if why is not None:
+            raise DataPlaneError(f"{why[0]} = {why[1]}: {why[2]}")
         regs = self.regs
         rate = rate_q824(p.rate_bps, self.clock_khz)
         pkts, nbytes = self._queue_limits(p)
-        self._warn_memory(p)
         d = delay_cycles(p.delay_ms, self.clock_khz)
-        beats = regs.read(fr.DELAY, DL_MEM_BEATS)
-        need = p.rate_bps * d // (64 * self.clock_khz * 1000) + 1
-        if need > beats:
-            raise DataPlaneError(
-                f"delay_ms = {p.delay_ms:g} at rate_mbps = {p.rate_bps / 1e6:g}: the element's delay line "
-                f"holds {beats} beats of 8 bytes, {need} are needed"
-            )
         regs.write(fr.SHAPER, BURST, 2 * frame_bytes(p.mtu))
         regs.write(fr.SHAPER, RATE, rate)
         regs.write(fr.QUEUE, LIM_PKTS, pkts)
@@ -244,6 +246,7 @@ class FpgaSimBottleneck:
                 snap.flows[self.flows[e]] = fc
             for name in COUNTER_FIELDS:
                 setattr(snap.link, name, getattr(snap.link, name) + getattr(fc, name))
+        self._last_read = snap
         return snap
 
     def occupancy(self) -> tuple[int, int, int]:
@@ -300,9 +303,47 @@ class FpgaSimBottleneck:
             self._regs = None
         if self._proc is not None:
             proc, self._proc = self._proc, None
-            self.final_stats = delayline.stop(proc, STOP_TIMEOUT_S)  # closes stdin: the harness prints its counters
+            # closing stdin stops it: its last line has its counters and the RTL's
+            self.final_stats = final_account(delayline.stop(proc, STOP_TIMEOUT_S), self.flows, self._last_read)
         if self._steering is not None:
             self._steering.remove()
             self._steering = None
         self.socket_path.unlink(missing_ok=True)
         self._params = None
+
+
+def _named(values: list[int]) -> dict[str, int]:
+    return dict(zip(COUNTER_FIELDS, values, strict=True))
+
+
+def final_account(last: dict[str, Any] | None, flows: tuple[FlowKey, ...], read: Snapshot | None) -> dict[str, Any]:
+    """summary.json's account of one element as its harness stopped (its `element_stats`).
+
+    ``harness``: the harness's own counters (frames in and out, simulated cycles, lag); ``rtl``: what the
+    element counted, read through its register map after the last frame (the declared flows' entries by
+    5-tuple, the fallback entry, their sum for the link, the malformed count); ``rx_frames_unaccounted``: the
+    frames the harness took that the RTL did not count (0 when none is lost between them); ``last_read``: the
+    link as the controller last read it (the monitor's final poll, where summary.json's figures come from),
+    and ``rtl_minus_last_read``: what the element counted after that read (frames of a closing connection)."""
+    if last is None:
+        return {"harness": None, "rtl": None, "note": "the harness gave no last line (killed or crashed)"}
+    harness = dict(last)
+    rtl_raw = harness.pop("rtl", None)
+    out: dict[str, Any] = {"harness": harness, "rtl": None}
+    if isinstance(rtl_raw, dict) and rtl_raw.get("entries"):
+        entries = [_named(e) for e in rtl_raw["entries"]]
+        link = {name: sum(e[name] for e in entries) for name in COUNTER_FIELDS}
+        out["rtl"] = {
+            "malformed": rtl_raw.get("malformed"),
+            "link": link,
+            "flows": [{"five_tuple": list(k), **entries[i]} for i, k in enumerate(flows)],
+            "fallback": entries[-1],
+        }
+        # every frame the harness took is one the RTL counted (offered, or malformed) or one it never fed in
+        fed = link["enq_pkts"] + int(rtl_raw.get("malformed") or 0) + int(harness.get("unfed") or 0)
+        out["rx_frames_unaccounted"] = int(harness.get("rx_frames") or 0) - fed
+        if read is not None:
+            seen = {name: getattr(read.link, name) for name in COUNTER_FIELDS}
+            out["last_read"] = seen
+            out["rtl_minus_last_read"] = {name: link[name] - seen[name] for name in COUNTER_FIELDS}
+    return out

@@ -326,6 +326,9 @@ def _write(
     stats = {lid: d.stats for lid, d in ex.delays.items() if d.stats}
     if stats:  # cclab-delay's own account: packets, drops, how late releases were
         summ["delay_stats"] = stats
+    element = {lid: a for lid, dp in ex.dps.items() if (a := getattr(dp, "final_stats", None)) is not None}
+    if element:  # fpga-sim: each harness's counters as it stopped, the RTL's own, the controller's last read
+        summ["element_stats"] = element
     owned = {lid: n for lid, dp in ex.dps.items() if (n := getattr(dp, "owned_pkts", None)) is not None}
     if owned:  # packets a kernel link's program freed from their sockets itself (0 where the switch ports did)
         summ["owned_at_link_pkts"] = owned

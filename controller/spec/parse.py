@@ -26,6 +26,7 @@ from controller.network import (
     LinkSpec,
     Red,
     ScheduleStep,
+    fpga,
     presets,
 )
 from controller.spec import algos
@@ -666,7 +667,8 @@ def _check_emulation(graph: Graph, dataplane: str) -> None:
 
 
 def _check_fpga_link(lk: Link, where: str) -> None:
-    """The FPGA element delays the direction it emulates, by a fixed number of cycles, with i.i.d. loss."""
+    """The FPGA element delays the direction it emulates, by a fixed number of cycles, with i.i.d. loss; its
+    line rate, queue and delay line are those of the harness build."""
     if lk.spec.has_delay and not lk.both:
         raise _fail(
             f"{where}.both", False,
@@ -679,6 +681,9 @@ def _check_fpga_link(lk: Link, where: str) -> None:
         raise _fail(f"{where}.gilbert_elliott", "{...}", "not in the FPGA element; use i.i.d. per on fpga-sim")
     if lk.spec.red is not None:
         raise _fail(f"{where}.red", "{...}", "not in the FPGA element yet; RED runs on the kernel and bmv2 targets")
+    why = fpga.link_refusal(lk.spec)  # the element's line rate and memories, as the harness is built
+    if why is not None:
+        raise _fail(f"{where}.{why[0]}", why[1], why[2])
 
 
 def _check_switches(graph: Graph, dataplane: str, switches: str) -> None:

@@ -9,21 +9,32 @@
 //   - bytes + len > lim_bytes, packets + 1 > lim_pkts, or the memory or the
 //     descriptor ring is short                             (queue drop)
 // and while it arrives it is checked: a non-last beat with a partial tkeep,
-// more or fewer bytes than its length, or tuser[0] (the MAC's bad-frame flag)
-// at its last beat make it malformed; an admitted frame found malformed is
-// rolled back (write pointer and charges returned), never sent.  Every frame
-// ends in exactly one verdict (ev_*), CLS_LAT cycles after its last beat, the
-// cycle at which the flow classifier has its flow index (ev_flow), which the
-// descriptor keeps for the forwarded counters (deq_*).
+// more or fewer bytes than its length, a last beat whose tkeep is not its
+// low bytes, or tuser[0] (the MAC's bad-frame flag) at its last beat make it
+// malformed; an admitted frame found malformed is rolled back (write pointer
+// and charges returned), never sent.  The check adds no bytes at the last
+// beat: the bytes still due (rem) are counted down a beat ahead, with what
+// the next beat may be (last, full, the last beat's tkeep) in registers, so
+// that the rollback is a compare of tkeep, not an adder and a compare.  Every frame
+// ends in exactly one verdict (ev_*), CLS_LAT cycles after its last beat at
+// the input, the cycle at which the flow classifier has its flow index
+// (ev_flow), which the descriptor keeps for the forwarded counters (deq_*).
+//
+// PIPELINE = 1 puts a register stage at the input: a beat is decided on a
+// cycle after it arrived, and the admission compare (the room left under the
+// limits against the frame's length and words) is taken at its arrival, into
+// a register, so that no compare and no adder stand between the length and
+// the occupancy update.  The occupancy is pipelined too (a delta register,
+// then the room left under the limit).
 //
 // The ingress never stalls a frame, except that a first beat waits until
-// three cycles have passed since the last frame's first beat (only frames
-// shorter than 3 beats meet that, at 64 bit below 17 bytes: malformed, or a
-// bare Ethernet header): admission decisions are at least DEC_GAP cycles
-// apart, so the loss generator's pipelined draw and, with PIPELINE = 1, the
-// pipelined occupancy (a delta register, then the room left under the
-// limit) are up to date at each decision.  A dequeue frees room a few
-// cycles later than it could, never earlier.
+// DEC_GAP cycles have passed since the last frame's first beat (3, or 4 with
+// PIPELINE = 1; only frames shorter than that many beats meet it, at 64 bit
+// below 17 or 25 bytes: malformed, or a bare Ethernet header): admission
+// decisions are at least DEC_GAP cycles apart, so the loss generator's
+// pipelined draw and the pipelined occupancy are up to date at each
+// decision.  A dequeue frees room a few cycles later than it could, never
+// earlier.
 //
 // Egress: the frame is read in order, its tlast and tkeep rebuilt from its
 // length; its charge leaves the queue when its first beat is taken (a frame
@@ -89,6 +100,8 @@ module cclab_queue #(
 
 localparam KEEP_SH  = $clog2(KEEP_W);
 localparam DEPTH    = 1 << ADDR_W;
+// words compared in CW bits, wide enough for a frame's word count (LEN_W) and the memory's (ADDR_W + 1)
+localparam CW       = (LEN_W > ADDR_W + 1 ? LEN_W : ADDR_W + 1) + 1;
 localparam DDEPTH   = 1 << DESC_ADDR_W;
 localparam K_OK = 2'd0, K_RND = 2'd1, K_QD = 2'd2, K_MAL = 2'd3;
 
@@ -97,13 +110,9 @@ function [LEN_W-1:0] words_of(input [LEN_W-1:0] n);
     words_of = (n + KEEP_M1) >> KEEP_SH;
 endfunction
 
-function [LEN_W:0] popcount(input [KEEP_W-1:0] k);
-    integer j;
-    begin
-        popcount = 0;
-        for (j = 0; j < KEEP_W; j = j + 1)
-            popcount = popcount + {{LEN_W{1'b0}}, k[j]};
-    end
+// the tkeep of a last beat holding the n mod KEEP_W low bytes (all of them when that is 0)
+function [KEEP_W-1:0] keep_of(input [KEEP_SH-1:0] n);
+    keep_of = n == 0 ? {KEEP_W{1'b1}} : ~({KEEP_W{1'b1}} << n);
 endfunction
 
 // ---- occupancy -----------------------------------------------------------
@@ -113,38 +122,89 @@ reg [ADDR_W:0] qw;            // memory words reserved and not yet read
 
 // ---- ingress ---------------------------------------------------------------
 reg               in_frame;
-reg  [1:0]        dec_sr;     // a decision was taken 1, 2 cycles ago
 reg  [1:0]        f_kind;
 reg  [LEN_W-1:0]  f_len;
-reg  [LEN_W:0]    f_cnt;
 reg               f_mal;
+// the bytes still due before the next beat, and what that beat may be (from rem, a beat ahead)
+reg  [LEN_W-1:0]  f_rem;
+reg               f_rem_zero;  // none: a further beat is beyond the length
+reg               f_rem_le;    // at most KEEP_W: the next beat may be the last
+reg               f_rem_ge;    // at least KEEP_W: the next beat may be a full one
 reg  [ADDR_W-1:0] f_start;
 reg  [ADDR_W-1:0] wptr;
 
+// the beat being decided on (PIPELINE = 0: the input's; 1: the input stage's), which never waits
+wire [DATA_W-1:0] i_tdata;
+wire [KEEP_W-1:0] i_tkeep;
+wire              i_tlast;
+wire [USER_W-1:0] i_tuser;
+wire              hs;
+wire              fits;        // the frame fits under both limits and in the memory
+
 wire              first   = !in_frame;
-assign s_axis_tready      = !(first && dec_sr != 2'b00);
-wire              hs      = s_axis_tvalid && s_axis_tready;
-wire [LEN_W-1:0]  len_in  = s_axis_tuser[LEN_W:1];
+wire [LEN_W-1:0]  len_in  = i_tuser[LEN_W:1];
 wire [LEN_W-1:0]  wds_in  = words_of(len_in);
+/* verilator lint_off UNUSEDSIGNAL */      // with PIPELINE = 1 only add_w's ADDR_W + 1 bits
+wire [CW-1:0]     wds_in_x = {{(CW-LEN_W){1'b0}}, wds_in};
+/* verilator lint_on UNUSEDSIGNAL */
 wire              bad_len = len_in < MIN_LEN || len_in > MAX_LEN;
 
-wire fits;
 generate
 if (PIPELINE == 0) begin : g_adm_flat
+    reg [1:0] dec_sr;          // a decision was taken 1, 2 cycles ago
+    assign s_axis_tready = !(first && dec_sr != 2'b00);
+    assign hs      = s_axis_tvalid && s_axis_tready;
+    assign i_tdata = s_axis_tdata;
+    assign i_tkeep = s_axis_tkeep;
+    assign i_tlast = s_axis_tlast;
+    assign i_tuser = s_axis_tuser;
     assign fits = {1'b0, qb} + {17'd0, len_in} <= {1'b0, lim_bytes} &&
                   qp < lim_pkts && qp < DDEPTH &&
-                  {{(LEN_W-ADDR_W){1'b0}}, qw} + {1'b0, wds_in} <= DEPTH;
+                  {{(CW-ADDR_W-1){1'b0}}, qw} + wds_in_x <= DEPTH[CW-1:0];
+    always @(posedge clk)
+        dec_sr <= rst ? 2'b00 : {dec_sr[0], hs && first};
 end else begin : g_adm_pipe
     reg signed [33:0]  room_b;
     reg                room_p;
     reg [ADDR_W:0]     room_w;
+    reg                a_in_frame;
+    reg  [2:0]         a_sr;   // a first beat came in 1, 2, 3 cycles ago
+    reg                r_valid, r_last, r_fits;
+    reg  [DATA_W-1:0]  r_data;
+    reg  [KEEP_W-1:0]  r_keep;
+    reg  [USER_W-1:0]  r_user;
+    wire               a_first = !a_in_frame;
+    assign s_axis_tready = !(a_first && a_sr != 3'b000);
+    wire               a_hs    = s_axis_tvalid && s_axis_tready;
+    wire [LEN_W-1:0]   a_len   = s_axis_tuser[LEN_W:1];
+    wire [CW-1:0]      a_wds   = {{(CW-LEN_W){1'b0}}, words_of(a_len)};
     always @(posedge clk) begin
         room_b <= $signed({2'b0, lim_bytes}) - $signed({2'b0, qb});
         room_p <= qp < lim_pkts && qp < DDEPTH;
         room_w <= DEPTH[ADDR_W:0] - qw;
+        // taken for every beat, used at a first one: the room now against the frame's length and words
+        r_fits <= room_b >= $signed({18'd0, a_len}) && room_p && {{(CW-ADDR_W-1){1'b0}}, room_w} >= a_wds;
+        r_valid <= a_hs;
+        if (a_hs) begin
+            a_in_frame <= !s_axis_tlast;
+            r_data <= s_axis_tdata;
+            r_keep <= s_axis_tkeep;
+            r_last <= s_axis_tlast;
+            r_user <= s_axis_tuser;
+        end
+        a_sr <= {a_sr[1:0], a_hs && a_first};
+        if (rst) begin
+            a_in_frame <= 1'b0;
+            a_sr       <= 3'b000;
+            r_valid    <= 1'b0;
+        end
     end
-    assign fits = room_b >= $signed({18'd0, len_in}) && room_p &&
-                  {{(LEN_W-ADDR_W-1){1'b0}}, room_w} >= wds_in;
+    assign hs      = r_valid;
+    assign i_tdata = r_data;
+    assign i_tkeep = r_keep;
+    assign i_tlast = r_last;
+    assign i_tuser = r_user;
+    assign fits    = r_fits;
 end
 endgenerate
 
@@ -152,29 +212,34 @@ wire [1:0]        kind_new = bad_len ? K_MAL : loss_drop ? K_RND : !fits ? K_QD 
 wire [1:0]        kind_cur = first ? kind_new : f_kind;
 wire [LEN_W-1:0]  len_cur  = first ? len_in : f_len;
 wire              acc_cur  = kind_cur == K_OK;
-wire [LEN_W:0]    off      = first ? {(LEN_W+1){1'b0}} : f_cnt;
-wire [LEN_W:0]    nbytes   = s_axis_tlast ? popcount(s_axis_tkeep) : KEEP_W[LEN_W:0];
-wire [LEN_W:0]    cnt_new  = off + nbytes;
-wire              keep_bad = !s_axis_tlast && s_axis_tkeep != {KEEP_W{1'b1}};
-wire              mal_new  = (first ? 1'b0 : f_mal) || keep_bad || cnt_new > {1'b0, len_cur} ||
-                             (s_axis_tlast && (cnt_new != {1'b0, len_cur} || s_axis_tuser[0]));
-wire              wr_en    = hs && acc_cur && off < {1'b0, len_cur};
+localparam [LEN_W-1:0] KEEP_L = KEEP_W[LEN_W-1:0];
+wire [LEN_W-1:0]  rem_cur  = first ? len_in : f_rem;
+wire              rem_zero = first ? len_in == 0 : f_rem_zero;
+wire              rem_le   = first ? len_in <= KEEP_L : f_rem_le;
+wire              rem_ge   = first ? len_in >= KEEP_L : f_rem_ge;
+wire              beat_ok  = i_tlast ? !rem_zero && rem_le && i_tkeep == keep_of(rem_cur[KEEP_SH-1:0]) && !i_tuser[0]
+                                     : rem_ge && i_tkeep == {KEEP_W{1'b1}};
+wire              mal_new  = (first ? 1'b0 : f_mal) || !beat_ok;
+wire              wr_en    = hs && acc_cur && !rem_zero;
 wire [ADDR_W-1:0] start_ptr = first ? wptr : f_start;
 
 wire reserve  = hs && first && kind_new == K_OK;
-wire rollback = hs && s_axis_tlast && acc_cur && mal_new;
-wire finish   = hs && s_axis_tlast;
+wire rollback = hs && i_tlast && acc_cur && mal_new;
+wire finish   = hs && i_tlast;
 
 assign loss_draw = hs && first && !bad_len;
 assign arr_valid = loss_draw;
 assign arr_bytes = qb;
 
 always @(posedge clk) begin
-    dec_sr <= {dec_sr[0], hs && first};
     if (hs) begin
-        in_frame <= !s_axis_tlast;
-        f_cnt    <= cnt_new;
+        in_frame <= !i_tlast;
         f_mal    <= mal_new;
+        // rem - KEEP_W (0 once past the length): the low bytes, and so the last beat's tkeep, stay
+        f_rem      <= rem_ge ? rem_cur - KEEP_L : {LEN_W{1'b0}};
+        f_rem_zero <= rem_cur <= KEEP_L;
+        f_rem_le   <= rem_cur <= 2 * KEEP_L;
+        f_rem_ge   <= rem_cur >= 2 * KEEP_L;
         if (first) begin
             f_kind  <= kind_new;
             f_len   <= len_in;
@@ -187,47 +252,60 @@ always @(posedge clk) begin
         wptr <= wptr + 1'b1;
     if (rst) begin
         in_frame <= 1'b0;
-        dec_sr   <= 2'b00;
         wptr     <= {ADDR_W{1'b0}};
     end
 end
 
 // ---- verdict pipeline (waits for the flow classifier) -----------------------
-reg [CLS_LAT-1:0] evp_v, evp_c;
-reg [1:0]         evp_k [0:CLS_LAT-1];
-reg [LEN_W-1:0]   evp_l [0:CLS_LAT-1];
+// CLS_LAT cycles after the last beat at the input: the input stage is one of them
+localparam EV_LAT = PIPELINE == 0 ? CLS_LAT : CLS_LAT - 1;
+reg [EV_LAT-1:0]  evp_v, evp_c;
+reg [1:0]         evp_k [0:EV_LAT-1];
+reg [LEN_W-1:0]   evp_l [0:EV_LAT-1];
 integer i;
 always @(posedge clk) begin
     evp_v[0] <= finish;
     evp_c[0] <= finish && acc_cur && !mal_new;
     evp_k[0] <= mal_new ? K_MAL : kind_cur;
     evp_l[0] <= len_cur;
-    for (i = 1; i < CLS_LAT; i = i + 1) begin
+    for (i = 1; i < EV_LAT; i = i + 1) begin
         evp_v[i] <= evp_v[i-1];
         evp_c[i] <= evp_c[i-1];
         evp_k[i] <= evp_k[i-1];
         evp_l[i] <= evp_l[i-1];
     end
     if (rst) begin
-        evp_v <= {CLS_LAT{1'b0}};
-        evp_c <= {CLS_LAT{1'b0}};
+        evp_v <= {EV_LAT{1'b0}};
+        evp_c <= {EV_LAT{1'b0}};
     end
 end
-assign ev_valid = evp_v[CLS_LAT-1];
-assign ev_kind  = evp_k[CLS_LAT-1];
-assign ev_len   = evp_l[CLS_LAT-1];
-wire   commit   = evp_c[CLS_LAT-1];
+assign ev_valid = evp_v[EV_LAT-1];
+assign ev_kind  = evp_k[EV_LAT-1];
+assign ev_len   = evp_l[EV_LAT-1];
+wire   commit   = evp_c[EV_LAT-1];
 
-// ---- descriptor ring: {flow, len}, read registered ----------------------------
-reg  [FLOW_W+LEN_W-1:0] dmem [0:DDEPTH-1];
+// ---- descriptor ring: {flow, len, words, words == 1, words == 2}, read registered ----
+// The words and the two flags are taken at commit, so that no adder and no compare stand behind the
+// ring's read (a block RAM's, slow to its output) on the way to the egress's registers.
+localparam WDS_W  = LEN_W - KEEP_SH + 1;            // a frame's words
+localparam DESC_W = FLOW_W + LEN_W + WDS_W + 2;
+/* verilator lint_off UNUSEDSIGNAL */              // words_of's top bits are 0
+wire [LEN_W-1:0]        ev_wds = words_of(ev_len);
+/* verilator lint_on UNUSEDSIGNAL */
+reg  [DESC_W-1:0]       dmem [0:DDEPTH-1];
 reg  [DESC_ADDR_W:0]    dwp, drp;
-reg  [FLOW_W+LEN_W-1:0] head;
+reg  [DESC_W-1:0]       head;
 reg                     head_v;
 wire                    head_pop;
 wire                    head_load = (!head_v || head_pop) && dwp != drp;
+wire [FLOW_W-1:0]       h_flow = head[DESC_W-1 -: FLOW_W];
+wire [LEN_W-1:0]        h_len  = head[WDS_W+2 +: LEN_W];
+wire [WDS_W-1:0]        h_wds  = head[2 +: WDS_W];
+wire                    h_one  = head[1];
+wire                    h_two  = head[0];
 always @(posedge clk) begin
     if (commit)
-        dmem[dwp[DESC_ADDR_W-1:0]] <= {ev_flow, ev_len};
+        dmem[dwp[DESC_ADDR_W-1:0]] <= {ev_flow, ev_len, ev_wds[WDS_W-1:0], ev_wds == 1, ev_wds == 2};
     if (head_load)
         head <= dmem[drp[DESC_ADDR_W-1:0]];
     if (commit)
@@ -250,18 +328,20 @@ localparam OF_AW = 2, OF_D = 1 << OF_AW;
 localparam META_W = KEEP_W + 2 + LEN_W + FLOW_W;   // keep, last, first, len, flow
 
 reg               rd_act;
-reg [LEN_W-1:0]   rd_left, rd_len;
+reg [WDS_W-1:0]   rd_left;          // words left of the frame being read
+reg               rd_last;          // rd_left == 1: the next word is its last
+reg [LEN_W-1:0]   rd_len;
 reg [FLOW_W-1:0]  rd_flow;
 reg [ADDR_W-1:0]  rptr;
 
 reg [OF_AW:0]     of_cnt;
 reg [OF_AW:0]     inflight;
 wire              credit   = of_cnt + inflight < OF_D;
-wire [LEN_W-1:0]  cur_len  = rd_act ? rd_len  : head[LEN_W-1:0];
-wire [FLOW_W-1:0] cur_flow = rd_act ? rd_flow : head[FLOW_W+LEN_W-1:LEN_W];
-wire [LEN_W-1:0]  cur_left = rd_act ? rd_left : words_of(head[LEN_W-1:0]);
+wire [LEN_W-1:0]  cur_len  = rd_act ? rd_len  : h_len;
+wire [FLOW_W-1:0] cur_flow = rd_act ? rd_flow : h_flow;
+wire [WDS_W-1:0]  cur_left = rd_act ? rd_left : h_wds;
 wire              issue    = (rd_act || head_v) && credit;
-wire              is_last  = cur_left == 1;
+wire              is_last  = rd_act ? rd_last : h_one;
 wire [KEEP_SH-1:0] tail    = cur_len[KEEP_SH-1:0];
 wire [KEEP_W-1:0] last_keep = tail == 0 ? {KEEP_W{1'b1}} : ~({KEEP_W{1'b1}} << tail);
 assign head_pop = issue && !rd_act;
@@ -271,6 +351,7 @@ always @(posedge clk) begin
         rptr    <= rptr + 1'b1;
         rd_act  <= !is_last;
         rd_left <= cur_left - 1'b1;
+        rd_last <= rd_act ? rd_left == {{(WDS_W-2){1'b0}}, 2'd2} : h_two;
         rd_len  <= cur_len;
         rd_flow <= cur_flow;
     end
@@ -284,7 +365,7 @@ wire [DATA_W-1:0] ram_q;
 wire              ram_v;
 cclab_ram #(.WIDTH(DATA_W), .ADDR_W(ADDR_W), .RD_LAT(RAM_LAT)) ram (
     .clk(clk), .rst(rst),
-    .wr_en(wr_en), .wr_addr(wptr), .wr_data(s_axis_tdata),
+    .wr_en(wr_en), .wr_addr(wptr), .wr_data(i_tdata),
     .rd_en(issue), .rd_addr(rptr), .rd_data(ram_q), .rd_valid(ram_v)
 );
 
@@ -344,10 +425,10 @@ assign deq_flow  = deq_f;
 wire [LEN_W-1:0] add_l = reserve   ? len_in  : {LEN_W{1'b0}};
 wire [LEN_W-1:0] rb_l  = rollback  ? len_cur : {LEN_W{1'b0}};
 wire [LEN_W-1:0] dq_l  = deq_valid ? deq_len : {LEN_W{1'b0}};
-wire [ADDR_W:0] add_w = reserve  ? wds_in[ADDR_W:0] : {(ADDR_W+1){1'b0}};
 /* verilator lint_off UNUSEDSIGNAL */      // an admitted frame's words fit in ADDR_W + 1 bits
-wire [LEN_W-1:0] wds_cur = words_of(len_cur);
+wire [CW-1:0]   wds_cur = {{(CW-LEN_W){1'b0}}, words_of(len_cur)};
 /* verilator lint_on UNUSEDSIGNAL */
+wire [ADDR_W:0] add_w = reserve  ? wds_in_x[ADDR_W:0] : {(ADDR_W+1){1'b0}};
 wire [ADDR_W:0] rb_w  = rollback ? wds_cur[ADDR_W:0] : {(ADDR_W+1){1'b0}};
 generate
 if (PIPELINE == 0) begin : g_occ_flat

@@ -32,7 +32,9 @@
  *
  * Control: a {"ready": ...} line on stdout once the sockets are bound; EOF on
  * stdin, SIGINT or SIGTERM (also sent when the parent dies) end it with a
- * last line of counters.  --bench N runs N cycles of back-to-back full-size
+ * last line of counters: the harness's, and under "rtl" what the element
+ * counted, read through its register map (every flow entry's eight counters,
+ * the malformed count).  --bench N runs N cycles of back-to-back full-size
  * frames with no sockets and prints the simulated cycles per second.
  */
 #include <arpa/inet.h>
@@ -82,7 +84,9 @@ constexpr uint32_t MAX_FRAME_BYTES = 1518;  /* MAX_LEN: the longest frame the bu
 
 /* the reference register map (fpga/rtl/cclab_bottleneck.v) the idle check reads */
 constexpr uint32_t R_CONTROL = 0x0010, R_Q_PKTS = 0x001C, R_DL_FILL = 0x0020, R_CLK_KHZ = 0x0024;
-constexpr uint32_t R_RATE = 0x010C, R_BURST = 0x0110, R_DELAY = 0x030C;
+constexpr uint32_t R_MALFORMED = 0x0014, R_RATE = 0x010C, R_BURST = 0x0110, R_DELAY = 0x030C;
+/* and the flow table it reads on exit: entries, table offset, stride; each entry's counters from 0x40 */
+constexpr uint32_t R_ENTRIES = 0x060C, R_TABLE = 0x0610, R_STRIDE = 0x0614, E_COUNTERS = 0x40, N_COUNTERS = 8;
 constexpr uint32_t REG_SPACE = 0x10000;
 
 volatile sig_atomic_t stop;
@@ -107,6 +111,7 @@ struct Counters {
 	uint64_t reg_reads = 0, reg_writes = 0, reg_timeouts = 0;
 	uint64_t lag_resets = 0, lag_lost_cycles = 0, max_lag_cycles = 0;
 	uint64_t idle_skips = 0, sim_cycles = 0, sim_ns = 0;
+	uint64_t unfed = 0; /* on exit: frames taken from the link that never (wholly) entered the element */
 };
 
 /* The model and the two streams around it: one cycle at a time. */
@@ -344,11 +349,32 @@ std::string stats_json(const Element &e, const Counters &c, uint32_t khz)
 		 ", \"tx_bytes\": %" PRIu64 ", \"tx_errors\": %" PRIu64 ", \"socket_drops\": %" PRIu64
 		 ", \"reg_reads\": %" PRIu64 ", \"reg_writes\": %" PRIu64 ", \"reg_timeouts\": %" PRIu64
 		 ", \"lag_resets\": %" PRIu64 ", \"lag_lost_cycles\": %" PRIu64 ", \"max_lag_cycles\": %" PRIu64
-		 ", \"idle_skips\": %" PRIu64 "}",
+		 ", \"idle_skips\": %" PRIu64 ", \"unfed\": %" PRIu64 "}",
 		 khz, e.cycle, c.sim_cycles, cps, c.rx_frames, c.rx_bytes, c.oversize, c.tx_frames, c.tx_bytes, c.tx_errors,
 		 c.socket_drops, c.reg_reads, c.reg_writes, c.reg_timeouts, c.lag_resets, c.lag_lost_cycles,
-		 c.max_lag_cycles, c.idle_skips);
+		 c.max_lag_cycles, c.idle_skips, c.unfed);
 	return buf;
+}
+
+/* What the RTL counted, read through its register map as a driver would: the eight counters of every
+ * entry of the flow table (the last is the fallback; FlowCounters' order) and the malformed count. */
+std::string rtl_json(Element &e)
+{
+	uint32_t n = e.reg(R_ENTRIES), table = e.reg(R_TABLE), stride = e.reg(R_STRIDE);
+	std::string out = "{\"malformed\": " + std::to_string(e.reg(R_MALFORMED)) + ", \"entries\": [";
+
+	for (uint32_t i = 0; i < n; i++) {
+		out += i ? ", [" : "[";
+		for (uint32_t c = 0; c < N_COUNTERS; c++) {
+			uint32_t at = table + stride * i + E_COUNTERS + 8 * c;
+			uint64_t lo = e.reg(at); /* the low word first: reading it latches the high word */
+			uint64_t hi = e.reg(at + 4);
+
+			out += (c ? ", " : "") + std::to_string(hi << 32 | lo);
+		}
+		out += "]";
+	}
+	return out + "]}";
 }
 
 /* One request from a client; false when the client is gone or spoke nonsense. */
@@ -610,7 +636,10 @@ int main(int argc, char **argv)
 	socklen_t sl = sizeof(st);
 	if (getsockopt(rx, SOL_PACKET, PACKET_STATISTICS, &st, &sl) == 0)
 		cnt.socket_drops += st.tp_drops;
-	printf("%s\n", stats_json(*e, cnt, khz).c_str());
+	cnt.unfed = e->in.size();
+	std::string last = stats_json(*e, cnt, khz);
+	last.insert(last.size() - 1, ", \"rtl\": " + rtl_json(*e)); /* the RTL's counters as it stopped */
+	printf("%s\n", last.c_str());
 	fflush(stdout);
 	unlink(sock_path);
 	e->top.final();

@@ -397,15 +397,18 @@ async def test_min_max_frames(dut) -> None:
 
 @cocotb.test()
 async def test_malformed_frames(dut) -> None:
-    """Truncated, overlong, flagged bad, too short, too long, and gapped (partial tkeep mid-frame) frames,
-    mixed with good ones and back to back: each is counted malformed and dropped, the good ones pass, nothing
-    hangs and the queue returns every byte it charged."""
+    """Truncated, overlong, flagged bad, too short, too long, and gapped frames (a partial tkeep mid-frame, or a
+    last beat whose tkeep is not its low bytes though it keeps as many as declared), mixed with good ones and
+    back to back: each is counted malformed and dropped, the good ones pass, nothing hangs and the queue
+    returns every byte it charged."""
     tb = TB(dut)
     await tb.reset()
     good = [flow_frame(i, 200) for i in range(10)]
     f = flow_frame(99, 300)
     gap = [1] * 300
     gap[20] = 0
+    hole = [1] * 300                                      # the last beat's kept bytes are as many as declared,
+    hole[297] = 0                                         # but not its low bytes
     bad = [
         dict(data=f[:150], declared=300),                 # truncated
         dict(data=f, declared=200),                       # longer than declared
@@ -414,6 +417,7 @@ async def test_malformed_frames(dut) -> None:
         dict(data=f[:8]),                                 # one beat
         dict(data=bytes(2000)),                           # longer than MAX_LEN
         dict(data=f, tkeep=gap),                          # a hole in the middle
+        dict(data=f, declared=299, tkeep=hole),           # a hole in the last beat
         dict(data=f[:8], declared=300),                   # one beat, truncated
     ]
     for g, b in zip(good, bad):

@@ -304,8 +304,9 @@ def fpgasim_target() -> Capability:
     return Capability("dataplane.fpga-sim", title, True, f"{fpgasim.BINARY.relative_to(system.REPO)} built")
 
 
-def dataplane_missing(dataplane: str) -> str | None:
+def dataplane_missing(dataplane: str, own_program: bool = False) -> str | None:
     """What this machine lacks to run `dataplane`, in one line with the fix; None when nothing is missing.
+    `own_program`: a bmv2 spec brings its own P4 program (p4_program), so p4c must be there, not build/p4/.
 
     The kernel target's tools and root are checked by the runner's preflight on their own.
     """
@@ -319,7 +320,9 @@ def dataplane_missing(dataplane: str) -> str | None:
     if not client.ok:
         return "the finsy package (P4Runtime) is not installed in this Python; run `make venv`"
     missing = [t for t in BMV2_TOOLS if shutil.which(t) is None]
-    if not prog.ok:
+    if own_program:
+        missing += [f"{P4C} (to compile p4_program)"] if shutil.which(P4C) is None else []
+    elif not prog.ok:
         why = f"{P4C} not on PATH" if shutil.which(P4C) is None else "not built"
         missing.append(f"{P4_JSON.relative_to(system.REPO)} ({why})")
     if not missing:

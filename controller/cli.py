@@ -646,6 +646,38 @@ def _cc_build(source: Path, out_arg: str | None) -> int:
     return 0
 
 
+def _cmd_p4(args: argparse.Namespace) -> int:
+    """`cclab p4 build X.p4`: compile a v1model program of one's own as a bmv2 run would, with the compiler's
+    whole output, and say whether cclab's bmv2 driver can drive it."""
+    from controller.dataplane import bmv2
+
+    source = Path(args.source)
+    if source.suffix != ".p4":
+        raise bmv2.Bmv2Error(f"{source}: a v1model program's source ends in .p4")
+    out_dir = Path(args.out) if args.out else source.parent / "build"
+    try:
+        prog = bmv2.compile_program(source, out_dir)
+    except bmv2.CompileError as exc:
+        for line in exc.lines:
+            out.print(line, markup=False, highlight=False)
+        raise
+    for line in prog.output:
+        out.print(line, markup=False, highlight=False)
+    problems = bmv2.program_problems(prog.p4info)
+    for line in problems:
+        out.print(f"  {line}", markup=False, highlight=False)
+    if problems:
+        raise bmv2.Bmv2Error(
+            f"{source} compiles, but cclab's bmv2 driver cannot drive it ({len(problems)} problem(s) above): keep "
+            "the names of p4/v1model/bottleneck.p4's tables, actions and counters"
+        )
+    out.print(f'built {prog.json} and {prog.p4info.name}: a bmv2 spec runs it as p4_program = "{source.name}"',
+              highlight=False, soft_wrap=True)  # fmt: skip
+    if bmv2.program_problems(prog.p4info, red=True):
+        out.print("  (it has no RED table, red_params: a spec with a RED queue is refused with it)", highlight=False)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cclab",
@@ -880,6 +912,20 @@ def parser() -> argparse.ArgumentParser:
         kp = ksub.add_parser(name, help=text)
         kp.add_argument("names", nargs="+", metavar="NAME", choices=spec.CCLAB_ALGOS + spec.KERNEL_ALGOS)
     k.set_defaults(func=_cmd_cc)
+    p4 = sub.add_parser("p4", help="BMv2 programs of your own: build one")
+    p4sub = p4.add_subparsers(dest="p4_cmd", required=True, metavar="ACTION")
+    pb = p4sub.add_parser(
+        "build",
+        help="compile a v1model program of your own (NAME.p4) as a bmv2 run would; no root needed",
+        description='Compile NAME.p4 with p4c-bm2-ss, p4/common/ on the include path (#include "headers.p4"), '
+        "printing the compiler's whole output, and check it has the tables, actions and counters cclab's bmv2 "
+        'driver writes and reads. A bmv2 spec runs it with p4_program = "NAME.p4".',
+    )
+    pb.add_argument("source", metavar="NAME.p4")
+    pb.add_argument(
+        "-o", "--out", metavar="DIR", help="where NAME.json and NAME.p4info.txtpb go (default build/ beside it)"
+    )
+    p4.set_defaults(func=_cmd_p4)
     lab_cli.add_parser(sub)
     return p
 

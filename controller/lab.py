@@ -5,6 +5,10 @@ A lab's check.toml names the runs it reads (by the spec's `name`), the starter f
 [[check]] per question of the handout: a metric of one run (a registered function over the run's summary.json,
 flows.csv or cwnd.csv, see METRICS), optionally divided by the same metric of another run, held to [min, max].
 Each check states the reason for its range (`why`) and where the range comes from (`basis`: the solution's runs).
+
+A lab whose student writes a data-plane program (check.toml's `program`, a starter file) also has checks of
+metric "clause": a clause of the data-plane contract (docs/dataplane-contract.md), run by the conformance suite
+(tests/conformance/) on BMv2 against the student's program; 1 when the clause's test passes, else 0.
 """
 
 from __future__ import annotations
@@ -15,8 +19,12 @@ import math
 import re
 import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +38,12 @@ MARKER = ".cclab-lab"
 #: Where the handouts tell a student to keep runs: `cclab run SPEC --results runs`.
 RUNS = "runs"
 TODO = re.compile(r"\bTODO\b")
+#: the conformance suite a "clause" check runs (its tests are named test_c_<area>_<n>_...: the clause's id)
+CONFORMANCE = REPO / "tests" / "conformance" / "test_contract.py"
+CLAUSE = re.compile(r"^C-[A-Z]+-\d+$")
+CLAUSE_TEST = re.compile(r"^test_(c_[a-z]+_\d+)_")
+#: how long the conformance suite may take for a lab's clauses (BMv2 started, the program compiled)
+CLAUSES_TIMEOUT_S = 900
 
 
 class LabError(Exception):
@@ -44,10 +58,8 @@ class Check:
     """Unique within the lab; what `cclab lab check` prints and a grader reads."""
     question: int
     """The handout's question this check grades."""
-    run: str
-    """The spec name of the run the metric reads (e.g. bufferbloat-q100)."""
     metric: str
-    """A key of METRICS."""
+    """A key of METRICS, or "clause" (a clause of the data-plane contract against the lab's program)."""
     min: float
     """Lowest value that passes."""
     max: float
@@ -56,6 +68,10 @@ class Check:
     """Why a correct run lands in [min, max] and a wrong one does not."""
     basis: str
     """The solution's runs the range comes from: n, values, margin."""
+    run: str | None = None
+    """The spec name of the run the metric reads (e.g. bufferbloat-q100); none for a clause."""
+    clause: str | None = None
+    """metric = "clause": the clause's id (e.g. C-LOSS-1), run by the conformance suite on BMv2."""
     flow: str | None = None
     """The flow id the metric is about, for per-flow metrics."""
     ratio_to: str | None = None
@@ -80,6 +96,13 @@ class Lab:
     """The spec names of the runs the checks read."""
     checks: tuple[Check, ...]
     """The checks, in handout order."""
+    program: str | None = None
+    """The starter file that is a P4 program the "clause" checks run against (BMv2), if the lab has one."""
+
+    @property
+    def clauses(self) -> tuple[str, ...]:
+        """The contract's clauses its checks run, in order."""
+        return tuple(dict.fromkeys(c.clause for c in self.checks if c.clause is not None))
 
 
 @dataclass(frozen=True)
@@ -215,6 +238,51 @@ def mathis_by_hand_error(run: Path, flow: str | None) -> float:
     return abs(mine / mathis_mbps(run, flow) - 1)
 
 
+def random_loss_rate(run: Path, flow: str | None) -> float:
+    """The share of the flow's packets that left the queue and were then lost on the link at random (flows.csv:
+    random drops over forwarded packets and random drops): the link's loss probability as the flow saw it."""
+    row = _flow_row(run, flow)
+    left = int(row["packets"]) + int(row["random_drops"])
+    if not left:
+        raise LabError(f"{run}: no packet of flow {flow!r} left the queue")
+    return int(row["random_drops"]) / left
+
+
+def wire_over_payload(run: Path, flow: str | None) -> float:
+    """The wire bytes the link forwarded for the flow (flows.csv) over the payload bytes its receiver read
+    (iperf3's report, iperf/<flow>.server.json): a full TCP segment's frame over its data, 1514 / 1448 with
+    timestamps, and a little more for the frames without data (handshake, FIN)."""
+    report = run / "iperf" / f"{flow}.server.json"
+    try:
+        read = int(json.loads(report.read_text())["end"]["sum_received"]["bytes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise LabError(f"{run}: no receiver's byte count for flow {flow!r} ({report})") from None
+    if not read:
+        raise LabError(f"{run}: flow {flow!r}'s receiver read nothing")
+    return int(_flow_row(run, flow)["bytes"]) / read
+
+
+def _connection(run: Path, flow: str | None) -> dict[str, Any] | None:
+    """The flow's entry under summary.json's "mptcp" (its subflows added up), None for a single-path flow."""
+    return next((c for c in _summary(run).get("mptcp", []) if c["id"] == flow), None)
+
+
+def connection_mbps(run: Path, flow: str | None) -> float:
+    """A connection's throughput, in Mbit/s: an MPTCP connection's subflows added up (summary.json), a single-path
+    flow's own (flows.csv)."""
+    conn = _connection(run, flow)
+    return float(conn["throughput_bps"]) / 1e6 if conn is not None else throughput_mbps(run, flow)
+
+
+def coupled(run: Path, flow: str | None) -> float:
+    """1 when the MPTCP connection's subflows were coupled, as its algorithm's own state shows (summary.json's
+    mptcp[].coupling.coupled), else 0."""
+    conn = _connection(run, flow)
+    if conn is None:
+        raise LabError(f'{run}: flow {flow!r} is not an MPTCP connection (kind = "mptcp")')
+    return 1.0 if conn["coupling"]["coupled"] else 0.0
+
+
 def cut_factor(run: Path, flow: str | None) -> float:
     """How far the flow cuts its window on a loss: the median, over the samples where its ssthresh changed,
     of the new ssthresh over the window of the sample before (cwnd.csv, one sample per interval_s; Reno: 0.5;
@@ -243,6 +311,10 @@ METRICS: dict[str, Callable[[Path, str | None], float]] = {
     "over_mathis": over_mathis,
     "mathis_by_hand_error": mathis_by_hand_error,
     "cut_factor": cut_factor,
+    "random_loss_rate": random_loss_rate,
+    "wire_over_payload": wire_over_payload,
+    "connection_mbps": connection_mbps,
+    "coupled": coupled,
 }
 PER_FLOW = (
     "srtt_median_ms",
@@ -253,6 +325,10 @@ PER_FLOW = (
     "over_mathis",
     "mathis_by_hand_error",
     "cut_factor",
+    "random_loss_rate",
+    "wire_over_payload",
+    "connection_mbps",
+    "coupled",
 )
 
 
@@ -265,8 +341,18 @@ def _check(path: Path, raw: dict[str, Any], runs: tuple[str, ...]) -> Check:
         c = Check(**raw)
     except TypeError as exc:
         raise LabError(f"{where}: {exc}") from None
+    if c.metric == "clause":
+        if c.clause is None or not CLAUSE.match(c.clause):
+            raise LabError(f"{where}: clause = {c.clause!r}: a clause check names a clause id such as C-LOSS-1")
+        if (c.run, c.flow, c.ratio_to, c.ratio_flow) != (None, None, None, None):
+            raise LabError(f"{where}: a clause check reads no run: no run, flow, ratio_to or ratio_flow")
+        if not (c.min == c.max == 1):
+            raise LabError(f"{where}: a clause passes (1) or fails (0): min = max = 1")
+        return c
     if c.metric not in METRICS:
-        raise LabError(f"{where}: metric = {c.metric!r}: must be one of {', '.join(METRICS)}")
+        raise LabError(f"{where}: metric = {c.metric!r}: must be one of {', '.join(METRICS)}, or clause")
+    if c.run is None or c.clause is not None:
+        raise LabError(f"{where}: a metric check names its run (and no clause)")
     if (c.flow is None) == (c.metric in PER_FLOW):
         raise LabError(f"{where}: flow: {c.metric} {'needs' if c.flow is None else 'takes no'} flow")
     for r in (c.run, c.ratio_to):
@@ -289,8 +375,19 @@ def load(path: Path) -> Lab:
     ids = [c.id for c in checks]
     if len(set(ids)) != len(ids):
         raise LabError(f"{toml}: check ids repeat: {ids}")
+    program = raw.get("program")
+    if (program is None) != all(c.clause is None for c in checks) or (program and program not in raw["starter"]):
+        raise LabError(f"{toml}: clause checks need program = one of the starter files, and it needs them")
     number = int(path.name.split("-", 1)[0])
-    return Lab(number, path, raw["title"], tuple(raw["starter"]), runs, checks)
+    return Lab(number, path, raw["title"], tuple(raw["starter"]), runs, checks, program)
+
+
+def only(lab: Lab, ids: list[str]) -> Lab:
+    """The lab with only the checks `ids` (a LabError names the ids there are)."""
+    unknown = [i for i in ids if i not in {c.id for c in lab.checks}]
+    if unknown:
+        raise LabError(f"lab {lab.number}: no check {unknown[0]!r} (its checks: {', '.join(c.id for c in lab.checks)})")
+    return replace(lab, checks=tuple(c for c in lab.checks if c.id in ids))
 
 
 def all_labs() -> list[Lab]:
@@ -355,12 +452,13 @@ def find_runs(lab: Lab, run_dirs: list[Path]) -> dict[str, Path]:
     return {name: run for name, (_, run) in found.items()}
 
 
-def evaluate(lab: Lab, runs: dict[str, Path]) -> list[Result]:
-    """Every check of the lab against `runs` (spec name -> run directory); a run missing fails its checks."""
+def evaluate(lab: Lab, runs: dict[str, Path], clauses: dict[str, tuple[bool, str]] | None = None) -> list[Result]:
+    """Every check of the lab against `runs` (spec name -> run directory) and the conformance suite's verdicts
+    (clause id -> passed, why not; run_clauses); a run or a clause missing fails its checks."""
     results = []
     for c in lab.checks:
         try:
-            value = _value(c, runs)
+            value = _clause(c, clauses or {}) if c.clause is not None else _value(c, runs)
         except LabError as exc:
             results.append(Result(c.id, c.question, False, None, c.min, c.max, str(exc)))
             continue
@@ -370,10 +468,21 @@ def evaluate(lab: Lab, runs: dict[str, Path]) -> list[Result]:
     return results
 
 
+def _clause(c: Check, clauses: dict[str, tuple[bool, str]]) -> float:
+    assert c.clause is not None
+    if c.clause not in clauses:
+        raise LabError(f"{c.clause} was not run (the conformance suite against the lab's program)")
+    passed, why = clauses[c.clause]
+    if not passed:
+        raise LabError(f"{c.clause} fails: {why}")
+    return 1.0
+
+
 def _value(c: Check, runs: dict[str, Path]) -> float:
     for name in (c.run, c.ratio_to):
         if name is not None and name not in runs:
             raise LabError(f"no complete run named {name!r} (run the spec whose name = {name!r})")
+    assert c.run is not None
     value = METRICS[c.metric](runs[c.run], c.flow)
     if c.ratio_to is not None or c.ratio_flow is not None:
         other, flow = c.ratio_to or c.run, c.ratio_flow or c.flow
@@ -382,3 +491,50 @@ def _value(c: Check, runs: dict[str, Path]) -> float:
             raise LabError(f"{c.metric} of {other} {flow or ''} is {base}: cannot divide by it")
         value /= base
     return value
+
+
+# --- clauses of the data-plane contract, against a student's program -------------------------------------------
+
+
+def run_clauses(clauses: tuple[str, ...], program: Path) -> dict[str, tuple[bool, str]]:
+    """Run the conformance suite's tests of `clauses` on BMv2 against `program` (a .p4 source; root, p4c and
+    simple_switch_grpc needed): clause id -> (passed, why not: the test's first line of failure, or its skip
+    reason). A clause whose tests did not run at all is left out, and `evaluate` fails it."""
+    if not program.is_file():
+        return {c: (False, f"no program {program} to test") for c in clauses}
+    keys = " or ".join(c.lower().replace("-", "_") + "_" for c in clauses)
+    with tempfile.TemporaryDirectory(prefix="cclab-lab-") as tmp:
+        report = Path(tmp) / "junit.xml"
+        args = [sys.executable, "-m", "pytest", str(CONFORMANCE), "-q", "-p", "no:cacheprovider", "-o", "addopts="]
+        args += ["--rootdir", str(REPO), f"--p4-program={program.resolve()}", "-k", f"bmv2 and ({keys})"]
+        try:
+            proc = subprocess.run(
+                [*args, f"--junitxml={report}"], cwd=REPO, capture_output=True, text=True, timeout=CLAUSES_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired:
+            return {c: (False, f"the conformance suite took over {CLAUSES_TIMEOUT_S} s") for c in clauses}
+        if not report.exists():
+            said = (proc.stdout + proc.stderr).strip().splitlines()
+            why = said[-1] if said else f"pytest exited {proc.returncode}"
+            return {c: (False, f"the conformance suite did not run: {why}") for c in clauses}
+        return _clause_verdicts(ET.parse(report).getroot())
+
+
+def _clause_verdicts(root: ET.Element) -> dict[str, tuple[bool, str]]:
+    """A JUnit XML report's test cases, by clause id: passed only if every test of the clause passed."""
+    out: dict[str, tuple[bool, str]] = {}
+    for case in root.iter("testcase"):
+        m = CLAUSE_TEST.match(case.get("name", ""))
+        if m is None:
+            continue
+        clause = m.group(1).upper().replace("_", "-")
+        bad = next((e for e in case if e.tag in ("failure", "error", "skipped")), None)
+        verdict = (True, "")
+        if bad is not None:
+            text = (bad.get("message") or bad.text or bad.tag).strip()
+            first = text.splitlines()[0] if text else bad.tag
+            first = re.sub(r"^failed on setup with \"?", "", first).removesuffix('"')
+            verdict = (False, f"skipped: {first}" if bad.tag == "skipped" else first)
+        if out.get(clause, (True, ""))[0]:
+            out[clause] = verdict
+    return out

@@ -28,13 +28,20 @@ def add_parser(sub: Any) -> None:
         "check",
         help="check a lab's runs: pass or fail per check, exit 1 on a failure",
         description="Check lab N. With no RUN_DIR, the working folder's runs/ (the current folder, or --dir) is "
-        "read, after its starter files are checked for TODOs left. Options come before N: "
+        "read, after its starter files are checked for TODOs left; a lab with a P4 program runs the data-plane "
+        "contract's clauses on BMv2 against the working folder's program. Options come before N: "
         "cclab lab check --json 1 RUN_DIR...",
     )
     c.add_argument("number", type=int, metavar="N")
     c.add_argument("runs", nargs="*", metavar="RUN_DIR", help="run directories, or folders holding them")
     c.add_argument("--dir", metavar="DIR", help="the working folder (default: the current folder)")
     c.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
+    c.add_argument(
+        "--only",
+        action="append",
+        metavar="ID",
+        help="check only this check id (repeat for more): a lab with a P4 program then runs only their clauses",
+    )
     p.set_defaults(func=_cmd_lab)
 
 
@@ -53,6 +60,8 @@ def _cmd_lab(args: argparse.Namespace) -> int:
         out.print(f"  read {work}/README.md, then fill in the TODOs of: {', '.join(chosen.starter)}")
         out.print(f"  cclab lab check {chosen.number} (in {work}/) says what is left")
         return 0
+    if args.only:
+        chosen = lab.only(chosen, args.only)
     return _check(chosen, args)
 
 
@@ -73,7 +82,18 @@ def _check(chosen: lab.Lab, args: argparse.Namespace) -> int:
         return 1
     dirs = [Path(r) for r in args.runs] or [work / lab.RUNS]
     runs = lab.find_runs(chosen, [d for d in dirs if d.exists()])
-    results = lab.evaluate(chosen, runs)
+    clauses = None
+    if chosen.program is not None:  # the contract's clauses, on BMv2, against the working folder's program
+        program = work / chosen.program
+        verdict["program"] = str(program)
+        if not args.json:
+            out.print(
+                f"running {', '.join(chosen.clauses)} of the data-plane contract on BMv2 against {program} "
+                "(the conformance suite, docs/conformance.md; about a minute)",
+                highlight=False,
+            )
+        clauses = lab.run_clauses(chosen.clauses, program)
+    results = lab.evaluate(chosen, runs, clauses)
     verdict["runs"] = {name: str(path) for name, path in runs.items()}
     verdict["checks"] = [r.__dict__ for r in results]
     verdict["passed"] = all(r.passed for r in results)

@@ -7,8 +7,9 @@ its namespace, has only that namespace's loopback to bind (the switch ports
 carry no addresses).  The node checks the binary and its listeners up front,
 starts the switch with the ports of its interfaces (port number = Mininet's
 port number), waits for P4Runtime by polling against a timeout, pushes the
-pipeline (P4Info + BMv2 JSON from build/p4/), and stops the switch on
-stop()/terminate() (also when Mininet is torn down after Ctrl-C).
+pipeline (P4Info + BMv2 JSON: build/p4/'s, or those of the program it is
+given), and stops the switch on stop()/terminate() (also when Mininet is torn
+down after Ctrl-C).
 
 This file is loaded by path (it is not a package: a package named `mininet`
 would shadow Mininet itself).

@@ -33,6 +33,23 @@ def experiment_specs(pattern: str = "**/*.toml") -> list[Path]:
     return sorted(p for p in found if not p.name.endswith((CLAIMS_SUFFIX, CAMPAIGN_SUFFIX)))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--p4-program",
+        metavar="PATH",
+        default=None,
+        help="the BMv2 program the bmv2 conformance bed runs: a v1model source (.p4, compiled with p4/common on the "
+        "include path) or p4c-bm2-ss's JSON (.json, its NAME.p4info.txtpb beside it); default "
+        "p4/v1model/bottleneck.p4 (docs/conformance.md)",
+    )
+
+
+def p4_program(config: pytest.Config) -> Path | None:
+    """--p4-program, resolved against the folder pytest was started in; None: cclab's own program."""
+    value = config.getoption("p4_program")
+    return None if value is None else (config.invocation_params.dir / value).resolve()
+
+
 #: The level of the tests' binomial intervals for random drops.  Neither data plane's random source can be
 #: seeded, and a suite run makes about a dozen such checks, so at 99 % one run in ten would fail by chance; at
 #: 1 - 1e-5 (4.4 standard deviations) one in 10,000 does.  A drop probability off by a factor (a threshold in the
@@ -255,14 +272,6 @@ def pids(exe: str) -> list[str]:
     return out
 
 
-def compile_p4(out: Path) -> subprocess.CompletedProcess[str]:
-    """p4/v1model/bottleneck.p4 into out/ (BMv2 JSON and P4Info), as `make build` does."""
-    out.mkdir(parents=True, exist_ok=True)
-    args = [P4C, "--std", "p4-16", "--p4runtime-files", str(out / "bottleneck.p4info.txtpb")]
-    args += ["-o", str(out / "bottleneck.json"), str(REPO / "p4" / "v1model" / "bottleneck.p4")]
-    return subprocess.run(args, capture_output=True, text=True, timeout=300)
-
-
 @contextmanager
 def kernel_dumbbell(
     run_id: str, params: LinkParams, static_arp: bool = False, target: str = "kernel", flows: tuple[FlowKey, ...] = ()
@@ -297,9 +306,10 @@ def kernel_dumbbell(
 
 @contextmanager
 def bmv2_dumbbell(
-    run_id: str, out: Path, flows: tuple[FlowKey, ...], params: LinkParams
+    run_id: str, out: Path, flows: tuple[FlowKey, ...], params: LinkParams, program: Path | None = None
 ) -> Iterator[tuple[Any, Bottleneck]]:
-    """A one-pair dumbbell whose link is a BMv2 switch pl1 running bottleneck.p4 (compiled into out/), `flows` declared.
+    """A one-pair dumbbell whose link is a BMv2 switch pl1 running `program` (a .p4 source compiled into out/, or a
+    compiled .json; default: p4/v1model/bottleneck.p4), `flows` declared.
 
     Asserts that no switch runs before, and that none, nor its socket or pidfile, is left after.
     """
@@ -307,18 +317,20 @@ def bmv2_dumbbell(
     from mininet.net import Mininet
 
     from controller import network
+    from controller.dataplane import bmv2
     from controller.experiment import build
     from controller.network import mininet as topology
 
     assert not pids("simple_switch_grpc"), "a simple_switch_grpc is already running"
-    proc = compile_p4(out)
-    assert proc.returncode == 0, proc.stderr
+    prog = bmv2.program_files(program or bmv2.PROGRAM, out)  # raises CompileError with the compiler's first error
+    problems = bmv2.program_problems(prog.p4info)
+    assert not problems, f"{program}: not a program the bmv2 driver can drive: {'; '.join(problems)}"
     setLogLevel("error")
     mod = topology.load_topology_module()
     node = topology.load_p4switch_module()
     # the one-pair dumbbell as cclab builds it for bmv2: s1 -- pl1 (BMv2) -- s2, the bottleneck pl1 -> s2
     graph = network.presets.dumbbell(1, network.LinkSpec(rate_mbps=params.rate_bps / 1e6))
-    p4 = dict(cls=node.Bmv2Switch, json_path=out / "bottleneck.json", p4info_path=out / "bottleneck.p4info.txtpb")
+    p4 = dict(cls=node.Bmv2Switch, json_path=prog.json, p4info_path=prog.p4info)
     topo = mod.GraphTopo(graph=graph, bmv2=True, p4_params={**p4, "log_dir": out})
     net = Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None, autoSetMacs=True)
     dp: Bottleneck | None = None

@@ -13,24 +13,29 @@ import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from controller import lab
+from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON
 
 REPO = Path(__file__).resolve().parents[1]
 CCLAB = [sys.executable, "-m", "controller.cli"]
 LABS = lab.all_labs()
 BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
+#: a lab whose student writes a P4 program runs its clauses on BMv2: its real runs are in the bmv2 tier too
+NEEDS_BMV2 = [pytest.mark.bmv2, pytest.mark.skipif(bool(BMV2_MISSING), reason=BMV2_SKIP_REASON)]
+RUNNING = [pytest.param(x, id=x.dir.name, marks=NEEDS_BMV2 if x.program else []) for x in LABS]
 
 pytestmark = pytest.mark.lab
 
 
 def cclab(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([*CCLAB, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([*CCLAB, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def blocks(handout: Path) -> list[str]:
@@ -76,6 +81,8 @@ def test_starter_fails_with_its_todos(x: lab.Lab, tmp_path: Path) -> None:
 def test_unknown_lab_is_one_line(tmp_path: Path) -> None:
     proc = cclab("lab", "check", "99", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("cclab: lab 99: no such lab"), proc.stderr
+    proc = cclab("lab", "check", "--only", "no-such-check", "1", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("cclab: lab 1: no check 'no-such-check'"), proc.stderr
 
 
 def test_no_runs_fails_every_check(tmp_path: Path) -> None:
@@ -143,15 +150,73 @@ def test_mathis_model_from_the_flows_own_mss_rtt_and_loss_rate(tmp_path: Path) -
     assert lab.mathis_by_hand_error(run, "f1") == pytest.approx(7.0)
 
 
+def test_clause_verdicts_from_the_suites_report() -> None:
+    """A JUnit report of the conformance suite, per clause: a clause passes only if each of its tests passed (a
+    parametrized clause fails with either unit); a failure gives its first line, a fixture's error its exception,
+    a skip its reason; tests of no clause are not read."""
+    report = """<testsuites><testsuite>
+      <testcase name="test_c_cnt_1_counters_keyed_by_exact_5tuple[bmv2]"/>
+      <testcase name="test_c_loss_1_random_loss_in_binomial_interval[bmv2]">
+        <failure message="AssertionError: forwarded 5000 + random drops 251 != 5000&#10;assert 5251 == 5000">x</failure>
+      </testcase>
+      <testcase name="test_c_queue_3_red_drop_probability_follows_the_average[bmv2-pkts]"/>
+      <testcase name="test_c_queue_3_red_drop_probability_follows_the_average[bmv2-bytes]">
+        <error message='failed on setup with "controller.dataplane.bmv2.CompileError: mine.p4 does not compile"'/>
+      </testcase>
+      <testcase name="test_c_run_2_loss_change[bmv2]"><skipped message="needs root (network namespaces)"/></testcase>
+      <testcase name="test_the_parsers_see_the_suite"/>
+    </testsuite></testsuites>"""
+    got = lab._clause_verdicts(ET.fromstring(report))
+    assert got == {
+        "C-CNT-1": (True, ""),
+        "C-LOSS-1": (False, "AssertionError: forwarded 5000 + random drops 251 != 5000"),
+        "C-QUEUE-3": (False, "controller.dataplane.bmv2.CompileError: mine.p4 does not compile"),
+        "C-RUN-2": (False, "skipped: needs root (network namespaces)"),
+    }, got
+    five = lab.find(5)
+    results = {r.id: r for r in lab.evaluate(five, {}, got)}
+    assert results["exact-5-tuple"].passed and results["exact-5-tuple"].value == 1.0
+    assert "C-LOSS-1 fails: AssertionError: forwarded 5000" in results["random-loss"].message
+    assert "C-CNT-2 was not run" in results["undeclared-apart"].message
+
+
+def test_mptcp_and_loss_metrics_read_the_runs_files(tmp_path: Path) -> None:
+    """A connection's throughput is its subflows' in summary.json (a single flow's its own row); coupled is the
+    summary's verdict; the random loss rate is random drops over the packets that left the queue; the counted
+    wire bytes over the payload iperf3's receiver read."""
+    flows = [
+        {"id": "f1.1", "flow": "f1", "throughput_bps": 3e6, "packets": 990, "random_drops": 10, "queue_drops": 5,
+         "iperf_goodput_bps": "", "bytes": 1},
+        {"id": "f1.2", "flow": "f1", "throughput_bps": 2e6, "packets": 500, "random_drops": 0, "queue_drops": 0,
+         "iperf_goodput_bps": "", "bytes": 1},
+        {"id": "f2", "flow": "f2", "throughput_bps": 4.2e6, "packets": 800, "random_drops": 0, "queue_drops": 0,
+         "iperf_goodput_bps": 4e6, "bytes": 1_045_600},
+    ]  # fmt: skip
+    run = _run_files(tmp_path / "run", flows, _samples("f2", [(10, 5)]))
+    mptcp = [{"id": "f1", "throughput_bps": 5e6, "coupling": {"coupled": False}}]
+    (run / "summary.json").write_text(json.dumps({"mptcp": mptcp}))
+    assert lab.connection_mbps(run, "f1") == 5.0 and lab.connection_mbps(run, "f2") == 4.2
+    assert lab.coupled(run, "f1") == 0.0
+    with pytest.raises(lab.LabError, match="not an MPTCP connection"):
+        lab.coupled(run, "f2")
+    assert lab.random_loss_rate(run, "f1.1") == pytest.approx(0.01)
+    (run / "iperf").mkdir()
+    (run / "iperf" / "f2.server.json").write_text(json.dumps({"end": {"sum_received": {"bytes": 1_000_000}}}))
+    assert lab.wire_over_payload(run, "f2") == pytest.approx(1.0456)
+    with pytest.raises(lab.LabError, match="no receiver's byte count for flow 'f1.1'"):
+        lab.wire_over_payload(run, "f1.1")
+
+
 # --- real runs: the handout as written, then the wrong variant --------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=LABS, ids=lambda x: x.dir.name)
+@pytest.fixture(scope="module", params=RUNNING)
 def handout_run(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[lab.Lab, Path]]:
+) -> Iterator[tuple[lab.Lab, Path, str]]:
     """The handout's ```sh blocks, run in order in one shell in a fresh folder, with the solution's files copied
-    over the starters right after the first block (the student's edits): the working folder it leaves."""
+    over the starters right after the first block (the student's edits): the working folder it leaves, and what the
+    blocks printed."""
     from tests.conftest import missing_capability
 
     reason = missing_capability()
@@ -167,38 +232,46 @@ def handout_run(
     assert proc.returncode == 0, f"a handout block failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     work = tmp / f"lab{x.number}"  # the handouts start lab N in labN
     assert lab.lab_of(work) == x.number, f"the handout's first block does not start the lab in {work.name}/"
-    yield x, work
+    yield x, work, proc.stdout
 
 
 @pytest.mark.root
 @pytest.mark.slow
-def test_handout_runs_and_solution_passes(handout_run: tuple[lab.Lab, Path]) -> None:
-    """Every command of the handout runs; the last is the checker, and the solution passes each check."""
-    x, work = handout_run
-    proc = cclab("lab", "check", str(x.number), "--json", cwd=work)
-    verdict = json.loads(proc.stdout)
-    failed = {c["id"]: (c["value"], c["message"]) for c in verdict["checks"] if not c["passed"]}
-    assert proc.returncode == 0 and not failed, f"the solution fails: {failed}"
+def test_handout_runs_and_solution_passes(handout_run: tuple[lab.Lab, Path, str]) -> None:
+    """Every command of the handout runs; the last is the checker, and the solution passes each check (as the
+    checker said, exiting 0, in the handout's own run: a check that failed would have failed the fixture, with the
+    checker's table and each failure's reason in its message)."""
+    x, _work, said = handout_run
+    assert blocks(x.dir / "README.md")[-1].strip() == f"cclab lab check {x.number}", "the last block is not the check"
+    n = len(x.checks)
+    assert f"{n} of {n} checks pass" in said, f"the checker did not pass every check:\n{said[-3000:]}"
 
 
 #: lab number -> the check its wrong variant must fail
-WRONG_CAUGHT_BY = {1: "rtt-q5", 2: "jain-mixed", 3: "westwood-gain", 4: "backs-off"}
+WRONG_CAUGHT_BY = {1: "rtt-q5", 2: "jain-mixed", 3: "westwood-gain", 4: "backs-off", 5: "random-loss", 6: "no-harm"}
 
 
 @pytest.mark.root
 @pytest.mark.slow
-def test_wrong_variant_is_caught(handout_run: tuple[lab.Lab, Path], tmp_path: Path) -> None:
-    """The wrong variant's runs, beside the solution's runs of the other specs, fail the check meant for it."""
-    x, work = handout_run
-    wrong = sorted((x.dir / "wrong").glob("*.toml"))
-    for spec in wrong:
-        proc = cclab("run", str(spec), "--no-live", "--no-plots", "--results", str(tmp_path), cwd=REPO)
+def test_wrong_variant_is_caught(handout_run: tuple[lab.Lab, Path, str], tmp_path: Path) -> None:
+    """The wrong variant's runs, beside the solution's runs of the other specs, fail the check meant for it; a lab's
+    wrong program (a P4 program the clauses run against) takes the student's place in a working folder."""
+    x, work, _said = handout_run
+    results, folder = tmp_path / "runs", tmp_path / "work"
+    folder.mkdir()
+    for name in x.starter:
+        wrong = x.dir / "wrong" / name
+        shutil.copyfile(wrong if wrong.exists() else x.dir / "solution" / name, folder / name)
+    for spec in sorted((x.dir / "wrong").glob("*.toml")):
+        proc = cclab("run", str(spec), "--no-live", "--no-plots", "--results", str(results), cwd=REPO)
         assert proc.returncode == 0, proc.stderr
     solution_runs = lab.find_runs(x, [work / lab.RUNS])
-    wrong_runs = lab.find_runs(x, [tmp_path])
+    wrong_runs = lab.find_runs(x, [results]) if results.exists() else {}
     runs = [str(p) for name, p in solution_runs.items() if name not in wrong_runs]
-    proc = cclab("lab", "check", "--json", str(x.number), *runs, str(tmp_path), cwd=REPO)
+    runs += [str(results)] if wrong_runs else []
+    caught_by = WRONG_CAUGHT_BY[x.number]
+    proc = cclab("lab", "check", "--json", "--only", caught_by, "--dir", str(folder), str(x.number), *runs, cwd=REPO)
     assert proc.stdout, proc.stderr
     verdict = json.loads(proc.stdout)
     failed = [c["id"] for c in verdict["checks"] if not c["passed"]]
-    assert proc.returncode == 1 and WRONG_CAUGHT_BY[x.number] in failed, verdict
+    assert proc.returncode == 1 and failed == [caught_by], verdict

@@ -26,15 +26,22 @@ Layout on the bottleneck link A -> B (A = the switch's bottleneck port):
 Every counter is exact and timely: offered = forwarded + random drops +
 queue drops + what is queued, per flow and for the link, so the queue is
 empty when the counters balance (``wait_drained``).
+
+The program is p4/v1model/bottleneck.p4 as `make build` compiles it into build/p4/, or one of one's own
+(a spec's p4_program, the conformance suite's --p4-program): compiled here with p4/common/ on the include
+path (compile_program) and held to the names this driver reads and writes (program_problems).
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from controller import system
@@ -56,6 +63,128 @@ MIN_FRAME_BYTES = 60
 
 class Bmv2Error(DataPlaneError):
     """The BMv2 data plane could not be programmed or read; the message says what to do."""
+
+
+# --- the program ---------------------------------------------------------------------------------------------
+
+P4C = "p4c-bm2-ss"
+#: cclab's own program (`make build` compiles it into build/p4/)
+PROGRAM = system.REPO / "p4" / "v1model" / "bottleneck.p4"
+#: on the include path of every program compiled here: `#include "headers.p4"` finds the shared headers
+INCLUDE = system.REPO / "p4" / "common"
+#: what the driver writes: table -> (its match fields, its action, the action's parameters)
+TABLES = {
+    "ipv4_forward": (("hdr.ipv4.dst_addr",), "forward", ("port", "bottleneck")),
+    "flow_stats": (
+        ("hdr.ipv4.src_addr", "hdr.ipv4.dst_addr", "meta.src_port", "meta.dst_port", "hdr.ipv4.protocol"),
+        "set_flow",
+        ("index",),
+    ),
+    "queue_limit": ((), "set_queue_limit", ("pkts", "bytes")),
+    "link_loss": ((), "set_loss", ("threshold",)),
+}
+#: written only where a link has RED
+RED_TABLE = {"red_params": ((), "set_red", ("on", "bytes", "wlog", "norm", "min_s", "max_s", "max_p_thr", "idle_inv"))}
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled BMv2 program: what a switch node loads."""
+
+    json: Path
+    """The BMv2 JSON (p4c-bm2-ss -o)."""
+    p4info: Path
+    """Its P4Info, text format (--p4runtime-files)."""
+    source: Path | None = None
+    """The P4 source it was compiled from, where known."""
+    output: tuple[str, ...] = ()
+    """What the compiler said while it compiled (warnings), line by line."""
+
+
+class CompileError(Bmv2Error):
+    """A P4 program does not compile: the message is one line, `lines` the compiler's whole output."""
+
+    def __init__(self, source: Path, lines: list[str]) -> None:
+        first = next((ln.strip() for ln in lines if "error" in ln.lower()), lines[0].strip() if lines else "")
+        super().__init__(
+            f"{source} does not compile: {first or 'no output'} (the whole output: cclab p4 build {source})"
+        )
+        self.lines = lines
+
+
+def compile_program(source: Path, out: Path) -> Program:
+    """Compile a v1model program into out/ (NAME.json, NAME.p4info.txtpb), p4/common/ on the include path."""
+    if not source.is_file():
+        raise Bmv2Error(f"{source}: no such P4 program")
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, p4info = out / f"{source.stem}.json", out / f"{source.stem}.p4info.txtpb"
+    args = [P4C, "--std", "p4-16", "-I", str(INCLUDE), "--p4runtime-files", str(p4info), "-o", str(json_path)]
+    log.debug("compile %s", args)
+    try:
+        done = subprocess.run([*args, str(source)], capture_output=True, text=True, timeout=300)
+    except FileNotFoundError:
+        raise Bmv2Error(f"{P4C} is not on PATH; install p4c (README: P4 targets)") from None
+    said = (done.stdout + done.stderr).strip().splitlines()
+    if done.returncode != 0:
+        raise CompileError(source, said)
+    return Program(json_path, p4info, source, tuple(said))
+
+
+def program_files(path: Path, out: Path) -> Program:
+    """The program at `path`: a P4 source (.p4) compiled into out/, or a compiled BMv2 JSON (.json) with its
+    P4Info beside it (NAME.p4info.txtpb, as p4c names it)."""
+    if path.suffix == ".p4":
+        return compile_program(path, out)
+    if path.suffix != ".json":
+        raise Bmv2Error(f"{path}: a BMv2 program is a P4 source (.p4) or p4c-bm2-ss's JSON (.json)")
+    prog = Program(path, path.with_name(f"{path.stem}.p4info.txtpb"))
+    for f in (prog.json, prog.p4info):
+        if not f.is_file():
+            raise Bmv2Error(f"{f}: no such file (a compiled program is NAME.json and NAME.p4info.txtpb)")
+    return prog
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def program_problems(p4info: Path, red: bool = False) -> list[str]:
+    """What the driver needs and the program lacks (a table, its match fields, an action's parameters, a counter),
+    one line each; empty when it has it all. `red`: the RED table too."""
+    from controller.dataplane.p4runtime import P4Info, P4RuntimeError  # finsy: only where bmv2 runs
+
+    try:
+        info = P4Info.load(p4info)
+    except P4RuntimeError as exc:
+        return [str(exc)]
+    tables = {**TABLES, **(RED_TABLE if red else {})}
+    problems = []
+    for name, (fields, action, params) in tables.items():
+        try:
+            have = {mf.name for mf in info.table(name).match_fields}
+        except P4RuntimeError:
+            problems.append(f"no table {name} (the controller writes its entries)")
+            continue
+        if set(fields) != have:
+            problems.append(
+                f"table {name} matches on {sorted(have) or 'nothing'}; the controller writes {list(fields)}"
+            )
+        try:
+            got = [p.name for p in info.action(action).params]
+        except P4RuntimeError:
+            problems.append(f"no action {action} (table {name}'s)")
+            continue
+        if got != list(params):
+            problems.append(f"action {action} takes ({', '.join(got)}); the controller passes ({', '.join(params)})")
+    for name in (*_COUNTERS, "queue_depth"):
+        try:
+            info.counter(name)
+        except P4RuntimeError:
+            problems.append(f"no counter {name} (the controller reads it)")
+    return problems
 
 
 def red_idle_inv(cfg: RedConfig) -> int:
@@ -84,7 +213,7 @@ def queue_depth_pkts(p: LinkParams) -> int:
 
 
 #: the program's per-flow counters and the FlowCounters fields (packets, bytes) each fills
-_COUNTERS = {
+_COUNTERS: dict[str, tuple[str, str]] = {
     "offered": ("enq_pkts", "enq_bytes"),
     "forwarded": ("fwd_pkts", "fwd_bytes"),
     "random_drops": ("rnd_drop_pkts", "rnd_drop_bytes"),
@@ -214,6 +343,8 @@ class Bmv2Bottleneck:
             "loss_threshold": loss_threshold(p.per) if p else None,
             "red": red_config(p.red, p.rate_bps, frame_bytes(p.mtu))._asdict() if p and p.red else None,
             "random_seeded": False,
+            "program": str(self.switch.json_path),
+            "program_sha256": _sha256(self.switch.json_path),
             "p4runtime": self.switch.grpc_address,
             "log": str(self.switch.log_path),
             "flows": {str(i): list(k) for i, k in enumerate(self.flows, 1)},

@@ -17,6 +17,7 @@ from typing import Any
 
 from controller import system
 from controller.dataplane import Bottleneck, DataPlaneError, FlowKey, LinkParams, delay, sysctls
+from controller.dataplane.bmv2 import Program
 from controller.dataplane.p4common import Route
 from controller.dataplane.targets import Placement, make_bottleneck
 from controller.experiment.preflight import P4_INFO, P4_JSON, RunError, delay_element_links
@@ -199,6 +200,8 @@ class Experiment:
     """Set the host sysctls of dataplane/sysctls.py while the network exists (put back on teardown)."""
     host_sysctls: dict[str, dict[str, str]] = field(default_factory=dict)
     """Host sysctls changed for the run: name -> {"was", "set"} (dataplane/sysctls.py)"""
+    program: Program | None = None
+    """bmv2: the spec's own program (p4_program), compiled; None: build/p4/'s"""
 
     @property
     def ovs(self) -> bool:
@@ -222,7 +225,8 @@ class Experiment:
         p4_params: dict[str, Any] = {}
         if bmv2:
             node = load_p4switch_module()
-            p4_params = dict(cls=node.Bmv2Switch, json_path=P4_JSON, p4info_path=P4_INFO, log_dir=self.run_dir)
+            prog = self.program or Program(P4_JSON, P4_INFO)
+            p4_params = dict(cls=node.Bmv2Switch, json_path=prog.json, p4info_path=prog.p4info, log_dir=self.run_dir)
         ovs_params = None
         if self.ovs:
             self.fabric = OvsFabric(self.run_dir, self.spec.interval_s, self.spec.controller_app)

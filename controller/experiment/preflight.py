@@ -4,8 +4,10 @@ algorithms, and a delay element for the links with a delay.  Whatever fails is o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from controller import capabilities, cc, system
-from controller.dataplane import DataPlaneError, delay
+from controller.dataplane import DataPlaneError, bmv2, delay
 from controller.dataplane.targets import target
 from controller.network import Graph, Link
 from controller.spec import Spec
@@ -30,7 +32,7 @@ def delay_element_links(graph: Graph, dataplane: str) -> list[Link]:
 def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, list[str]]:
     """Raise RunError for what cannot run; return (the delay element, None where no link needs one; notes)."""
     notes: list[str] = []
-    missing = dataplane_missing(spec.dataplane)
+    missing = dataplane_missing(spec.dataplane, own_program=spec.p4_program is not None)
     if missing:
         raise RunError(f"dataplane = {spec.dataplane!r} cannot run here: {missing}")
     system.require_root()
@@ -73,3 +75,23 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
                     '(or set bottleneck.delay_fallback = "skip") to run without delay'
                 ) from None
     return element, notes
+
+
+def p4_program(spec: Spec, out: Path) -> bmv2.Program | None:
+    """The spec's own BMv2 program (p4_program) compiled into out/ and held to what the bmv2 driver writes and
+    reads; None for cclab's own (build/p4/). A compiler error or a missing table is a RunError of one line."""
+    if spec.p4_program is None:
+        return None
+    try:
+        prog = bmv2.compile_program(spec.p4_program, out)
+    except bmv2.Bmv2Error as exc:
+        raise RunError(f"p4_program: {exc}") from None
+    red = any(lk.spec.red is not None for lk in spec.graph.emulated())
+    problems = bmv2.program_problems(prog.p4info, red=red)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RunError(
+            f"p4_program: {spec.p4_program.name} is not a program cclab's bmv2 driver can drive: {problems[0]}{more}; "
+            "keep the names of p4/v1model/bottleneck.p4's tables, actions and counters"
+        )
+    return prog

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,9 @@ from typing import Any
 
 from controller import cc, system
 from controller.dataplane import DataPlaneError
+from controller.dataplane.bmv2 import Program
 from controller.experiment.build import Experiment
-from controller.experiment.preflight import RunError, delay_element_links, preflight
+from controller.experiment.preflight import RunError, delay_element_links, p4_program, preflight
 from controller.measure.ccstate import CcStateReader
 from controller.measure.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredLink
 from controller.results import rundir, summary
@@ -126,10 +128,13 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
     """Run an experiment; raise RunError/SpecError before creating anything if it cannot run."""
     opts = opts or RunOptions()
     element, notes = preflight(spec, opts.allow_no_delay)
-    with run_lock():
+    with run_lock(), tempfile.TemporaryDirectory(prefix="cclab-p4-") as staging:
+        program = p4_program(spec, Path(staging))  # compiled before anything is registered or created
         loaded = cc.load(spec.algos, spec.algo_params, spec.cc_sources)
         run_dir = rundir.new_run_dir(spec, opts.results_root)
-        ex = Experiment(spec, element, notes, run_dir, tune_host=opts.host_sysctls)
+        if program is not None:  # the program that ran, beside its results (a grader reads it there)
+            program = _keep_program(program, run_dir / "p4")
+        ex = Experiment(spec, element, notes, run_dir, tune_host=opts.host_sysctls, program=program)
         ex.teardowns.append(lambda: cc.unload(loaded))
         complete, reason, interrupted = False, None, False
         goodputs: dict[str, float | None] = {}
@@ -222,6 +227,17 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
         if reason is not None and not interrupted:
             raise RunError(f"{reason} (partial results in {run_dir})")
         return Outcome(run_dir, out, interrupted)
+
+
+def _keep_program(prog: Program, folder: Path) -> Program:
+    """A compiled program copied into the run's folder beside its source: the files the switches load."""
+    folder.mkdir()
+    assert prog.source is not None
+    shutil.copyfile(prog.source, folder / prog.source.name)
+    json_path, p4info = folder / prog.json.name, folder / prog.p4info.name
+    shutil.copyfile(prog.json, json_path)
+    shutil.copyfile(prog.p4info, p4info)
+    return Program(json_path, p4info, folder / prog.source.name, prog.output)
 
 
 def _write(

@@ -191,6 +191,10 @@ class Spec:
     """The graph's switches: Linux bridges, or Open vSwitch bridges programmed by cclab's os-ken app."""
     controller_app: Path | None = None
     """A user's os-ken app run beside cclab's (switches = "ovs" only)."""
+    p4_program: Path | None = None
+    """A v1model program of one's own for every BMv2 switch (dataplane = "bmv2" only): a .p4 source, relative to the
+    spec's folder, compiled for the run with p4/common/ on the include path; default p4/v1model/bottleneck.p4 as
+    `make build` compiled it."""
     sack: bool = True
     """TCP selective acknowledgements on every host (net.ipv4.tcp_sack in its namespace); the TCPW-ABSE paper's
     testbed ran with SACK off on both ends."""

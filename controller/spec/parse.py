@@ -554,6 +554,7 @@ TOP_KEYS = (
     "sack",
     "switches",
     "controller_app",
+    "p4_program",
     "topology",
     "bottleneck",
     "links",
@@ -599,6 +600,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     sack = _bool(raw, "sack", "", F["sack"].default)
     switches = _choice(raw, "switches", "", F["switches"])
     app = _controller_app(raw, switches, path)
+    program = _p4_program(raw, dataplane, path)
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)
     _check_switches(topo.graph, dataplane, switches)
@@ -623,6 +625,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
         sack=sack,
         switches=switches,
         controller_app=app,
+        p4_program=program,
         algo_params=algo_params,
         cc_sources=cc_sources,
         raw=raw,
@@ -642,6 +645,21 @@ def _controller_app(raw: dict[str, Any], switches: str, path: Path | None) -> Pa
     if not app.is_file():
         raise _fail("controller_app", value, f"no such file ({app})")
     return app.resolve()
+
+
+def _p4_program(raw: dict[str, Any], dataplane: str, path: Path | None) -> Path | None:
+    """A BMv2 program of one's own: a .p4 source, relative to the spec's directory; only on bmv2."""
+    if "p4_program" not in raw:
+        return None
+    value = raw["p4_program"]
+    if dataplane != "bmv2":
+        raise _fail("p4_program", value, f'needs dataplane = "bmv2" (not {dataplane!r}): it runs on the BMv2 switches')
+    if not isinstance(value, str) or not value.endswith(".p4"):
+        raise _fail("p4_program", value, "must be the path of a v1model program's .p4 source")
+    program = Path(value) if Path(value).is_absolute() or path is None else path.parent / value
+    if not program.is_file():
+        raise _fail("p4_program", value, f"no such file ({program})")
+    return program.resolve()
 
 
 def _check_emulation(graph: Graph, dataplane: str) -> None:

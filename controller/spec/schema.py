@@ -259,6 +259,7 @@ def spec_schema() -> dict[str, Any]:
         "sack": _from_field(sp, "sack", "sack"),
         "switches": _from_field(sp, "switches", "switches"),
         "controller_app": {"type": "string", "description": _field_docs(sp)["controller_app"]},
+        "p4_program": {"type": "string", "pattern": r"\.p4$", "description": _field_docs(sp)["p4_program"]},
         "topology": {**_topology(), "description": _field_docs(sp)["topology"]},
         "bottleneck": _closed(
             {**link, "delay_fallback": _from_field(sp, "delay_fallback", "bottleneck.delay_fallback")},

@@ -5,7 +5,8 @@ cclab builds here (controller/dataplane/targets.py), so every test function of
 the suite runs unchanged against each of them: the one-pair
 dumbbell h1 -- s1 == bottleneck == s2 -- r1 (tests/conftest.py builds it), s1
 a Linux bridge with the kernel target's tc + BPF on s1-eth1, or the BMv2
-switch running bottleneck.p4. Frames are built with Scapy in the test,
+switch running bottleneck.p4 (or the program --p4-program names: a student's,
+for labs/05-p4/). Frames are built with Scapy in the test,
 written to a pcap file, sent from h1 by wire.py through a raw socket (paced
 on wire bytes), and captured at r1 with the kernel's receive times.
 
@@ -34,7 +35,7 @@ from scapy.utils import RawPcapReader
 from controller.dataplane import COUNTER_FIELDS, Bottleneck, FlowCounters, FlowKey, LinkParams, Snapshot, fpgasim
 from controller.dataplane.targets import in_mininet
 from tests.conformance.wire import write_pcap
-from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, bmv2_dumbbell, kernel_dumbbell
+from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, bmv2_dumbbell, kernel_dumbbell, p4_program
 
 WIRE = Path(__file__).with_name("wire.py")
 SRC, DST = "10.0.1.1", "10.0.2.1"
@@ -217,7 +218,7 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     tmp = tmp_path_factory.mktemp(f"conformance-{name}")
     beds = {
         "kernel": lambda: kernel_dumbbell("pytest-conformance", BASE, static_arp=True),
-        "bmv2": lambda: bmv2_dumbbell("pytest-conformance", tmp / "p4", DECLARED, BASE),
+        "bmv2": lambda: bmv2_dumbbell("pytest-conformance", tmp / "p4", DECLARED, BASE, p4_program(request.config)),
         "fpga-sim": lambda: kernel_dumbbell("pytest-conformance", BASE, True, target="fpga-sim", flows=DECLARED),
     }
     if name not in beds:

@@ -90,7 +90,7 @@ DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
 # the notional clock the harness ties simulated cycles to: 2.5 MHz x 8 bytes = 160 Mbit/s at most,
 # about half of what the model sustains here (4.9 million cycles/s, `cclab-fpga-sim --bench`),
 # so that both directions of a link keep up on a 2-core machine beside the traffic.  The queue
-# holds 2^18 beats (2 MiB, 1379 full-size frames), the delay line 2^20 (8 MiB: 418 ms at 160 Mbit/s).
+# holds 2^18 beats (2 MiB, 1379 full-size frames), the delay line 2^20 (8 MiB: 419 ms at 160 Mbit/s).
 # A spec is checked against these before anything is built (controller/dataplane/fpgasim.py has
 # the same figures, tests/test_fpgasim.py holds them equal), so they are not overridable here.
 VERILATOR    ?= verilator

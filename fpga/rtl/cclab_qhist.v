@@ -2,10 +2,7 @@
 //
 // Each well-formed arrival adds one to bin min(depth >> shift, BINS - 1),
 // depth being the bytes queued before it (so bin b holds arrivals that found
-// [b, b + 1) * 2^shift bytes, the last bin everything above).  Three
-// registered steps: the shifted depth, its bin, then that bin's own
-// incrementer (no read of the bins on the way: each has its adder), so a
-// sample counts three cycles after it came; arrivals are cycles apart.
+// [b, b + 1) * 2^shift bytes, the last bin everything above).
 
 `resetall
 `timescale 1ns / 1ps
@@ -25,22 +22,19 @@ module cclab_qhist #(
     output reg  [31:0]      rd_data         // a cycle after rd_bin
 );
 
-reg [31:0]      hist [0:BINS-1];
-reg             s_q, s_b;
-reg [31:0]      d_q;
-reg [BIN_W-1:0] b_q;
+reg [31:0] hist [0:BINS-1];
+reg        s_q;
+reg [31:0] d_q;
 always @(posedge clk) begin
     s_q <= sample && !rst;
     d_q <= depth >> shift;
-    s_b <= s_q && !rst;
-    b_q <= d_q >= BINS ? BINS[BIN_W-1:0] - 1'b1 : d_q[BIN_W-1:0];
 end
+wire [BIN_W-1:0] b = d_q >= BINS ? BINS[BIN_W-1:0] - 1'b1 : d_q[BIN_W-1:0];
 
 integer i;
 always @(posedge clk) begin
-    for (i = 0; i < BINS; i = i + 1)
-        if (s_b && b_q == i[BIN_W-1:0])
-            hist[i] <= hist[i] + 1'b1;
+    if (s_q)
+        hist[b] <= hist[b] + 1'b1;
     if (rst || clear)
         for (i = 0; i < BINS; i = i + 1)
             hist[i] <= 32'd0;

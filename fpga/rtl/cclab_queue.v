@@ -284,28 +284,16 @@ assign ev_kind  = evp_k[EV_LAT-1];
 assign ev_len   = evp_l[EV_LAT-1];
 wire   commit   = evp_c[EV_LAT-1];
 
-// ---- descriptor ring: {flow, len, words, words == 1, words == 2}, read registered ----
-// The words and the two flags are taken at commit, so that no adder and no compare stand behind the
-// ring's read (a block RAM's, slow to its output) on the way to the egress's registers.
-localparam WDS_W  = LEN_W - KEEP_SH + 1;            // a frame's words
-localparam DESC_W = FLOW_W + LEN_W + WDS_W + 2;
-/* verilator lint_off UNUSEDSIGNAL */              // words_of's top bits are 0
-wire [LEN_W-1:0]        ev_wds = words_of(ev_len);
-/* verilator lint_on UNUSEDSIGNAL */
-reg  [DESC_W-1:0]       dmem [0:DDEPTH-1];
+// ---- descriptor ring: {flow, len}, read registered ----------------------------
+reg  [FLOW_W+LEN_W-1:0] dmem [0:DDEPTH-1];
 reg  [DESC_ADDR_W:0]    dwp, drp;
-reg  [DESC_W-1:0]       head;
+reg  [FLOW_W+LEN_W-1:0] head;
 reg                     head_v;
 wire                    head_pop;
 wire                    head_load = (!head_v || head_pop) && dwp != drp;
-wire [FLOW_W-1:0]       h_flow = head[DESC_W-1 -: FLOW_W];
-wire [LEN_W-1:0]        h_len  = head[WDS_W+2 +: LEN_W];
-wire [WDS_W-1:0]        h_wds  = head[2 +: WDS_W];
-wire                    h_one  = head[1];
-wire                    h_two  = head[0];
 always @(posedge clk) begin
     if (commit)
-        dmem[dwp[DESC_ADDR_W-1:0]] <= {ev_flow, ev_len, ev_wds[WDS_W-1:0], ev_wds == 1, ev_wds == 2};
+        dmem[dwp[DESC_ADDR_W-1:0]] <= {ev_flow, ev_len};
     if (head_load)
         head <= dmem[drp[DESC_ADDR_W-1:0]];
     if (commit)
@@ -328,20 +316,18 @@ localparam OF_AW = 2, OF_D = 1 << OF_AW;
 localparam META_W = KEEP_W + 2 + LEN_W + FLOW_W;   // keep, last, first, len, flow
 
 reg               rd_act;
-reg [WDS_W-1:0]   rd_left;          // words left of the frame being read
-reg               rd_last;          // rd_left == 1: the next word is its last
-reg [LEN_W-1:0]   rd_len;
+reg [LEN_W-1:0]   rd_left, rd_len;
 reg [FLOW_W-1:0]  rd_flow;
 reg [ADDR_W-1:0]  rptr;
 
 reg [OF_AW:0]     of_cnt;
 reg [OF_AW:0]     inflight;
 wire              credit   = of_cnt + inflight < OF_D;
-wire [LEN_W-1:0]  cur_len  = rd_act ? rd_len  : h_len;
-wire [FLOW_W-1:0] cur_flow = rd_act ? rd_flow : h_flow;
-wire [WDS_W-1:0]  cur_left = rd_act ? rd_left : h_wds;
+wire [LEN_W-1:0]  cur_len  = rd_act ? rd_len  : head[LEN_W-1:0];
+wire [FLOW_W-1:0] cur_flow = rd_act ? rd_flow : head[FLOW_W+LEN_W-1:LEN_W];
+wire [LEN_W-1:0]  cur_left = rd_act ? rd_left : words_of(head[LEN_W-1:0]);
 wire              issue    = (rd_act || head_v) && credit;
-wire              is_last  = rd_act ? rd_last : h_one;
+wire              is_last  = cur_left == 1;
 wire [KEEP_SH-1:0] tail    = cur_len[KEEP_SH-1:0];
 wire [KEEP_W-1:0] last_keep = tail == 0 ? {KEEP_W{1'b1}} : ~({KEEP_W{1'b1}} << tail);
 assign head_pop = issue && !rd_act;
@@ -351,7 +337,6 @@ always @(posedge clk) begin
         rptr    <= rptr + 1'b1;
         rd_act  <= !is_last;
         rd_left <= cur_left - 1'b1;
-        rd_last <= rd_act ? rd_left == {{(WDS_W-2){1'b0}}, 2'd2} : h_two;
         rd_len  <= cur_len;
         rd_flow <= cur_flow;
     end

@@ -20,6 +20,8 @@ from tests.conftest import CCLAB, REPO, leftovers
 
 
 def test_a_signal_during_teardown_is_noted_and_a_second_abandons_it() -> None:
+    # what was there before (SIG_IGN where the suite runs as a background job, Python's handler otherwise)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     with runner.signals_noted() as seen:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.01)  # the handler runs between bytecodes of the main thread
@@ -27,7 +29,8 @@ def test_a_signal_during_teardown_is_noted_and_a_second_abandons_it() -> None:
         with pytest.raises(runner.Abandoned, match="SIGINT"):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handlers were not put back"
+    after = {s: signal.getsignal(s) for s in before}
+    assert after == before, f"the handlers were not put back: {after}, before {before}"
 
 
 def _shell_pid(name: str) -> int:

@@ -137,14 +137,25 @@ def bed() -> Iterator[Bed]:
 
 @pytest.mark.root
 def test_base_rtt_within_half_a_millisecond_of_the_spec(bed: Bed) -> None:
+    """The base RTT within RTT_TOLERANCE_MS of the spec; the median too, above what the same pings take through
+    the element at no delay (the hosts' own stacks and the element's path: 0.1 ms on a quiet host, and CI saw a
+    median of 80.6 ms for 80 on this VM-hosted machine kind, with the minimum at 80.3)."""
     assert bed.line.element == delayline.ELEMENT
+    bed.line.apply(0.0, 0.0)
+    try:
+        host = bed.ping_rtts_ms(50, 0.02)
+    finally:
+        bed.line.apply(DELAY_MS, 0.0)
     rtts = bed.ping_rtts_ms(100, 0.02)
-    assert len(rtts) == 100, f"{100 - len(rtts)} pings lost"
+    assert len(rtts) == 100 and len(host) == 50, f"{100 - len(rtts)} + {50 - len(host)} pings lost"
     want = 2 * DELAY_MS
-    base, p50 = min(rtts), statistics.median(rtts)
-    spread = f"min {base:.3f}, p50 {p50:.3f}, max {max(rtts):.3f}, stdev {statistics.stdev(rtts):.3f} ms"
+    base, p50, host_p50 = min(rtts), statistics.median(rtts), statistics.median(host)
+    spread = (
+        f"min {base:.3f}, p50 {p50:.3f}, max {max(rtts):.3f}, stdev {statistics.stdev(rtts):.3f} ms; "
+        f"at no delay p50 {host_p50:.3f} ms"
+    )
     assert want <= base <= want + RTT_TOLERANCE_MS, f"base RTT against {want} ms: {spread}"
-    assert p50 <= want + RTT_TOLERANCE_MS, f"median RTT against {want} ms: {spread}"
+    assert p50 <= want + host_p50 + RTT_TOLERANCE_MS, f"median RTT against {want} ms: {spread}"
 
 
 @pytest.mark.root

@@ -23,7 +23,6 @@ import os
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,6 @@ import pytest
 from controller import cc, system
 from controller.measure.ccstate import CcStateReader
 from hosts.tcpinfo import TcpInfoSampler
-from tests.conftest import REPO, lab_vm_missing, run_in_lab_vm
 
 pytestmark = pytest.mark.root
 
@@ -66,7 +64,7 @@ CASES = {
 def _netem_missing() -> str | None:
     probe = ["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]
     if subprocess.run(probe, capture_output=True).returncode != 0:
-        return f"no netem in this kernel ({system.kernel_release()}); the lab VM test below runs this case there"
+        return f"no netem in this kernel ({system.kernel_release()}); the lab VM guest suite runs this case there"
     return None
 
 
@@ -216,26 +214,3 @@ def test_two_subflows_share_one_coupling_state(two_paths: Case) -> None:
         assert delay_ms <= got_ms < delay_ms + allowance_ms, (
             f"path {net}: min RTT {got_ms} ms, netem {delay_ms} ms (paths' delays {case.delays_ms} ms)"
         )
-
-
-@pytest.mark.slow
-def test_coupled_mptcpw_with_netem_in_the_lab_vm() -> None:
-    """The netem case above, in the lab VM: the guest builds the modules for its kernel (so the uncoupled
-    tcp_mptcpw.ko is there to choose), then runs it; its JUnit report says it ran and passed."""
-    why = lab_vm_missing()
-    if why:
-        pytest.skip(why)
-
-    out = REPO / "build" / "vm-test"
-    out.mkdir(parents=True, exist_ok=True)
-    junit = out / "mptcp-netem.xml"
-    junit.unlink(missing_ok=True)
-    test = f"{Path(__file__).relative_to(REPO)}::test_two_subflows_share_one_coupling_state[netem]"
-    argv = ["sh", "-c", 'make -s -C hosts/cc kmod && exec python3 -m pytest -p no:cacheprovider -s -rA "$0"', test]
-    res = run_in_lab_vm(argv, timeout_s=600, env={"PYTEST_ADDOPTS": f"--junitxml={junit}"})
-    print(f"\nlab VM: kernel {res.kernel}, {res.accel}, {res.elapsed_s:.0f} s\n{res.output[-1500:]}")
-    assert res.returncode == 0, f"in the lab VM: exit {res.returncode}:\n{res.output[-3000:]}"
-    suite = ET.parse(junit).getroot()
-    suite = suite if suite.tag == "testsuite" else suite[0]
-    counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
-    assert counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, counts

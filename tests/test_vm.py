@@ -110,6 +110,12 @@ def test_every_cclab_module_loads_and_carries_traffic(guest: tuple[vm.VmResult, 
         assert m["bytes"] > 1_000_000, f"tcp_{algo}.ko carried {m['bytes']} bytes"
 
 
+def test_coupled_mptcpw_with_netem_in_the_lab_vm(guest: tuple[vm.VmResult, dict[str, Any]]) -> None:
+    """tests/test_cc_mptcp.py's netem case ran in the guest after its modules were built, once, and passed."""
+    got = guest[1].get("mptcp_netem")
+    assert got == {"returncode": 0, "counts": {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}}, got
+
+
 def test_intree_baselines_load(guest: tuple[vm.VmResult, dict[str, Any]]) -> None:
     got = guest[1].get("baselines", {})
     assert sorted(got) == sorted(BASELINES), f"baselines loaded: {sorted(got)}"

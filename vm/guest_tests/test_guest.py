@@ -166,6 +166,29 @@ def test_modules_build_against_this_kernel(report: dict[str, Any]) -> None:
     print(f"\n  modules built against {os.uname().release}'s headers in {took:.0f} s")
 
 
+#: the host suite's MPTCP case over two netem paths, which the host's kernel cannot run (no netem there)
+MPTCP_NETEM_TEST = "tests/test_cc_mptcp.py::test_two_subflows_share_one_coupling_state[netem]"
+
+
+def test_coupled_mptcpw_with_netem(report: dict[str, Any], tmp_path: Path) -> None:
+    """The host suite's netem case of coupled MPTCPW, run here with the modules just built (so the uncoupled
+    tcp_mptcpw.ko is there to choose); its JUnit report says it ran once and passed, nothing skipped."""
+    import xml.etree.ElementTree as ET
+
+    junit = tmp_path / "mptcp-netem.xml"
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA", f"--junitxml={junit}"]
+    proc = subprocess.run([*argv, MPTCP_NETEM_TEST], cwd=REPO, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    suite = ET.parse(junit).getroot() if junit.exists() else None
+    suite = suite[0] if suite is not None and suite.tag != "testsuite" else suite
+    counts = (
+        {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")} if suite is not None else {}
+    )
+    report["mptcp_netem"] = {"returncode": proc.returncode, "counts": counts}
+    assert proc.returncode == 0, f"{MPTCP_NETEM_TEST}: exit {proc.returncode}:\n{out[-3000:]}"
+    assert counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, f"{counts}\n{out[-3000:]}"
+
+
 @pytest.mark.parametrize("algo", CCLAB_MODULES)
 def test_cclab_module_loads_and_carries_a_flow(algo: str, veth_pair: tuple[str, str], report: dict[str, Any]) -> None:
     ko = KMOD_DIR / f"tcp_{algo}.ko"

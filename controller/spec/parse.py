@@ -493,15 +493,13 @@ def _flows(
 
 def _own_algo(value: str, where: str, path: Path | None, sources: dict[str, Path]) -> str:
     """An algorithm of one's own: its struct_ops source (relative to the spec's folder) and the name it runs as."""
-    source = Path(value) if Path(value).is_absolute() or path is None else path.parent / value
+    source = _beside_spec(value, path)
     name = algos.own_name(source)
     if name is None:
         raise _fail(where, value, "a source's name before .bpf.c is the algorithm's: a-z, 0-9 and _, at most 15")
     if name in F["flows.algo"].choices:
         raise _fail(where, value, f"{name} is an algorithm cclab or the kernel has: give your own another name")
-    if not source.is_file():
-        raise _fail(where, value, f"no such file ({source})")
-    source = source.resolve()
+    source = _existing(where, value, source)
     if sources.setdefault(name, source) != source:
         raise _fail(where, value, f"another file of the spec is named {name} already ({sources[name]})")
     return name
@@ -641,10 +639,7 @@ def _controller_app(raw: dict[str, Any], switches: str, path: Path | None) -> Pa
         raise _fail("controller_app", value, 'needs switches = "ovs" (an os-ken app programs OVS bridges)')
     if not isinstance(value, str) or not value.endswith(".py"):
         raise _fail("controller_app", value, "must be the path of an os-ken app's .py file")
-    app = Path(value) if Path(value).is_absolute() or path is None else path.parent / value
-    if not app.is_file():
-        raise _fail("controller_app", value, f"no such file ({app})")
-    return app.resolve()
+    return _existing("controller_app", value, _beside_spec(value, path))
 
 
 def _p4_program(raw: dict[str, Any], dataplane: str, path: Path | None) -> Path | None:
@@ -656,10 +651,19 @@ def _p4_program(raw: dict[str, Any], dataplane: str, path: Path | None) -> Path 
         raise _fail("p4_program", value, f'needs dataplane = "bmv2" (not {dataplane!r}): it runs on the BMv2 switches')
     if not isinstance(value, str) or not value.endswith(".p4"):
         raise _fail("p4_program", value, "must be the path of a v1model program's .p4 source")
-    program = Path(value) if Path(value).is_absolute() or path is None else path.parent / value
-    if not program.is_file():
-        raise _fail("p4_program", value, f"no such file ({program})")
-    return program.resolve()
+    return _existing("p4_program", value, _beside_spec(value, path))
+
+
+def _beside_spec(value: str, path: Path | None) -> Path:
+    """A file a spec names: as given if absolute (or the spec has no file), else relative to the spec's folder."""
+    return Path(value) if Path(value).is_absolute() or path is None else path.parent / value
+
+
+def _existing(field: str, value: str, file: Path) -> Path:
+    """`file`, resolved; SpecError naming `field` if there is no such file."""
+    if not file.is_file():
+        raise _fail(field, value, f"no such file ({file})")
+    return file.resolve()
 
 
 def _check_emulation(graph: Graph, dataplane: str) -> None:

@@ -3,13 +3,15 @@ and the one-pair dumbbells the data-plane tests program (kernel target, BMv2 tar
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -120,16 +122,37 @@ def run_in_lab_vm(argv: list[str], **kwargs: Any) -> Any:
         return vm.run_in_vm(argv, **kwargs)
 
 
-def cclab_vm(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """`cclab ARGS` (a `--vm` command) in the repository, once more after a guest panic in no cclab code."""
+@dataclass(frozen=True)
+class Run:
+    """One `cclab run [--vm] SPEC` from the host: its process, run directory and summary.json."""
+
+    proc: subprocess.CompletedProcess[str]
+    run_dir: Path
+    summary: dict[str, Any]
+
+
+def cclab_run(spec: Path, out: Path, vm: bool, timeout: float = 900) -> Run:
+    """`cclab run [--vm] SPEC --results OUT --no-plots` in the repository, asserted to exit 0 with one complete
+    run directory; with --vm once more after a guest panic in no cclab code (that boot's run directory stays,
+    incomplete, and the second boot's is the one returned)."""
     from controller.vm.share import panic_report
 
-    proc = subprocess.run([*CCLAB, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
-    seen = _PANIC_SEEN.search(proc.stdout + proc.stderr) if proc.returncode else None
-    if seen is None:
-        return proc
-    _once_more(panic_report(Path(seen.group(1)).parent), seen.group(0))
-    return subprocess.run([*CCLAB, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    where = "cclab run --vm" if vm else "cclab run"
+    argv = [*CCLAB, "run", *(["--vm"] if vm else []), str(spec), "--results", str(out), "--no-plots"]
+    out.mkdir(parents=True, exist_ok=True)
+    before = set(out.iterdir())
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    seen = _PANIC_SEEN.search(proc.stdout + proc.stderr) if vm and proc.returncode else None
+    if seen is not None:
+        _once_more(panic_report(Path(seen.group(1)).parent), seen.group(0))
+        before = set(out.iterdir())
+        proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{where}: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
+    new = sorted(set(out.iterdir()) - before)
+    assert len(new) == 1, f"{where}: expected one new run directory in {out}, got {new}"
+    summary = json.loads((new[0] / "summary.json").read_text())
+    assert summary["complete"], f"{where}: incomplete: {summary.get('reason')}"
+    return Run(proc, new[0], summary)
 
 
 #: Under CI=true the bmv2, fpga and lab tiers must run: a skipped test of theirs is a failure there.
@@ -158,6 +181,20 @@ def lab_vm_missing() -> str | None:
     return None
 
 
+#: where the shared `cclab run --vm` of experiments/delay_elements.toml lands (tests/test_delay_elements.py and
+#: tests/test_vm.py both assert on it: one boot and one 150 s run instead of two)
+DELAY_ELEMENTS_VM_OUT = REPO / "build" / "vm-test" / "results-delay-elements" / "netem"
+
+
+@pytest.fixture(scope="session")
+def delay_elements_in_vm() -> Run:
+    """experiments/delay_elements.toml run by `cclab run --vm` (netem in the lab VM), once per session."""
+    why = lab_vm_missing()
+    if why:
+        pytest.skip(why)
+    return cclab_run(REPO / "experiments" / "delay_elements.toml", DELAY_ELEMENTS_VM_OUT, vm=True)
+
+
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected: only the tests that will run count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = missing_capability()
@@ -177,7 +214,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     tier = next((t for t in CI_TIERS if t in item.keywords), None)

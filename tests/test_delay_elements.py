@@ -17,20 +17,18 @@ skips with the reason otherwise.
 from __future__ import annotations
 
 import csv
-import json
 import statistics
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from controller import spec, system
-from tests.conftest import REPO, cclab_vm, lab_vm_missing
+from tests.conftest import REPO, Run, cclab_run
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 SPEC = REPO / "experiments" / "delay_elements.toml"
-OUT = REPO / "build" / "vm-test" / "results-delay-elements"
+OUT = REPO / "build" / "vm-test" / "results-delay-elements" / "cclab-delay"
 BASE_RTT_MS = 80.0
 #: each element's base-RTT tolerance: cclab-delay here; netem in a software-emulated VM (TCG lifts every RTT of
 #: some boots by up to 2.1 ms: 80.0 to 82.13 ms measured on an 80 ms path)
@@ -38,19 +36,6 @@ BASE_RTT_TOL_MS = {"cclab-delay": 0.5, "netem": 3.0}
 THROUGHPUT_TOL = 0.03
 #: the part of each flow whose throughput is compared: from this many seconds after its start to its end
 SETTLED_S = 30.0
-
-
-def _run(vm: bool, out: Path) -> tuple[Path, dict[str, Any]]:
-    out.mkdir(parents=True, exist_ok=True)
-    before = set(out.iterdir())
-    proc = cclab_vm(["run", *(["--vm"] if vm else []), str(SPEC), "--results", str(out), "--no-plots", "--json"], 900)
-    where = "cclab run --vm" if vm else "cclab run"
-    assert proc.returncode == 0, f"{where}: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
-    new = sorted(set(out.iterdir()) - before)
-    assert len(new) == 1, f"expected one new run directory in {out}, got {new}"
-    summ = json.loads((new[0] / "summary.json").read_text())
-    assert summ["complete"], f"{where}: incomplete: {summ.get('reason')}"
-    return new[0], summ
 
 
 def _srtt_ms(run_dir: Path) -> dict[str, list[float]]:
@@ -79,17 +64,16 @@ def _spread(xs: list[float]) -> str:
     return f"p10/p50/p90 {q[0]:.1f}/{statistics.median(xs):.1f}/{q[8]:.1f} ms (n={len(xs)})"
 
 
-def test_netem_and_cclab_delay_agree() -> None:
-    why = lab_vm_missing()
-    if why:
-        pytest.skip(why)
+def test_netem_and_cclab_delay_agree(delay_elements_in_vm: Run) -> None:
     if system.has_netem():
         pytest.skip("this kernel has netem, so `auto` picks netem on the host too: nothing to compare")
-    runs = {}
-    for vm, element in ((True, "netem"), (False, "cclab-delay")):
-        run_dir, summ = _run(vm, OUT / element)
+    here = cclab_run(SPEC, OUT, vm=False)
+    runs = {
+        "netem": (delay_elements_in_vm.run_dir, delay_elements_in_vm.summary),
+        "cclab-delay": (here.run_dir, here.summary),
+    }
+    for element, (_run_dir, summ) in runs.items():
         assert summ["delay_element"] == element, f"{element} run was delayed by {summ['delay_element']}"
-        runs[element] = (run_dir, summ)
     spec_flows = {fl.id: (fl.start_s, fl.start_s + fl.duration_s) for fl in spec.load(SPEC).flows}
     settled: dict[str, dict[str, float]] = {}
     rows = []

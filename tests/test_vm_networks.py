@@ -6,13 +6,12 @@ Needs root, qemu and the image (`make vm`); skips with the reason otherwise.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, cclab_vm, lab_vm_missing
+from tests.conftest import REPO, cclab_run, lab_vm_missing
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -25,14 +24,8 @@ def _run_in_vm(spec: Path) -> dict[str, Any]:
     why = lab_vm_missing()
     if why:
         pytest.skip(why)
-    OUT.mkdir(parents=True, exist_ok=True)
-    before = set(OUT.iterdir())
-    proc = cclab_vm(["run", "--vm", str(spec), "--results", str(OUT), "--no-plots", "--json"], 900)
-    assert proc.returncode == 0, f"cclab run --vm: exit {proc.returncode}:\n{(proc.stdout + proc.stderr)[-2000:]}"
-    new = sorted(set(OUT.iterdir()) - before)
-    assert len(new) == 1, f"expected one new run directory in {OUT}, got {new}"
-    summ: dict[str, Any] = json.loads((new[0] / "summary.json").read_text())
-    assert summ["complete"] and summ["bottleneck"]["delay_applied"], summ["fidelity"]
+    summ = cclab_run(spec, OUT, vm=True).summary
+    assert summ["bottleneck"]["delay_applied"], summ["fidelity"]
     return summ
 
 

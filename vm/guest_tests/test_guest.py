@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +90,8 @@ def dmesg() -> list[str]:
     return sh("dmesg").stdout.splitlines()
 
 
-@pytest.fixture
-def veth_pair() -> Iterator[tuple[str, str]]:
+@contextmanager
+def veth_namespaces() -> Iterator[tuple[str, str]]:
     """Two namespaces joined by a veth pair: (client ns, server ns), 10.9.0.1 -> 10.9.0.2."""
     a, b = "cclab-vm-a", "cclab-vm-b"
     sh("ip", "netns", "add", a)
@@ -105,6 +106,12 @@ def veth_pair() -> Iterator[tuple[str, str]]:
     finally:
         sh("ip", "netns", "del", a, check=False)
         sh("ip", "netns", "del", b, check=False)
+
+
+@pytest.fixture
+def veth_pair() -> Iterator[tuple[str, str]]:
+    with veth_namespaces() as pair:
+        yield pair
 
 
 def iperf_flow(client_ns: str, server_ns: str, algo: str, seconds: float) -> dict[str, Any]:
@@ -150,9 +157,11 @@ def test_stock_kernel_with_netem_and_modules(report: dict[str, Any]) -> None:
 
 
 def test_modules_build_against_this_kernel(report: dict[str, Any]) -> None:
-    """make -C hosts/cc kmod here: KDIR is /lib/modules/<release>/build, the image's linux-headers."""
+    """make -C hosts/cc kmod here, a job per CPU: KDIR is /lib/modules/<release>/build, the image's linux-headers."""
     t0 = time.monotonic()
-    proc = sh("make", "-C", str(REPO / "hosts" / "cc"), "kmod", "V=1", check=False, timeout=900)
+    proc = sh(
+        "make", "-C", str(REPO / "hosts" / "cc"), "kmod", "V=1", f"-j{os.cpu_count() or 1}", check=False, timeout=900
+    )
     took = time.monotonic() - t0
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
@@ -449,19 +458,27 @@ def _probe_recovery(client_ns: str, server_ns: str, algo: str) -> dict[str, Any]
     return out
 
 
+def _clean_start(before: dict[str, Any] | None) -> bool:
+    """The flow met the dropped segment in congestion avoidance from the route's ssthresh, nothing lost before."""
+    return before is not None and before["total_retrans"] == 0 and before["ssthresh"] <= ROUTE_SSTHRESH
+
+
 @pytest.mark.parametrize("algo", ["westwood", "tcpwplus"])
-def test_recovery_ssthresh_westwood_halves_tcpwplus_uses_bwe(
-    algo: str, veth_pair: tuple[str, str], report: dict[str, Any]
-) -> None:
+def test_recovery_ssthresh_westwood_halves_tcpwplus_uses_bwe(algo: str, report: dict[str, Any]) -> None:
     """One segment dropped at 20 Mbit/s, 10.1 ms RTT: during the recovery that follows, the in-tree westwood's
     ssthresh is cwnd/2 (tcp_reno_ssthresh at detection) and tcpwplus's is BWE * RTTmin / MSS (LogWestwood+ paper
     §II eq. (5) at detection).  westwood also reports its RTTmin in whole jiffies."""
     unload = _load_algo(algo)
     try:
-        out = _probe_recovery(*veth_pair, algo)
+        for attempt in (1, 2):
+            with veth_namespaces() as pair:
+                out = _probe_recovery(*pair, algo)
+            if _clean_start(out["before"]) or attempt == 2:
+                break
+            # beside a busy host the guest's flow has lost segments before the dropped one (3 and 4 retransmitted,
+            # ssthresh 51 and 37) and met the drop from that ssthresh: not the case measured here
+            print(f"\n  {algo}: the flow retransmitted before the dropped segment ({out['before']}); once more")
     finally:
-        sh("ip", "netns", "del", veth_pair[0], check=False)
-        sh("ip", "netns", "del", veth_pair[1], check=False)
         poll(f"unload {algo}", lambda: sh(*unload, check=False).returncode == 0 or algo not in available(), 20)
     report.setdefault("recovery", {})[algo] = out
     before, rec = out["before"], out["recovery"]

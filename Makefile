@@ -164,7 +164,7 @@ fpga-synth: venv
 	$(Q)YOSYS=$(YOSYS) NEXTPNR_ECP5=$(NEXTPNR_ECP5) PYTHON=$(PY) fpga/syn/synth.sh $(BUILD)/fpga
 
 # The labs' handout figures (labs/NN-name/figures/), drawn by each lab's solution/analyze.py
-# from fresh runs of its solution/*.toml (as root; about a minute per lab).
+# from fresh runs of its solution/*.toml (as root; about a minute per lab; lab 5 runs BMv2).
 labs-figures: venv build
 	$(Q)for lab in labs/[0-9][0-9]-*; do \
 		runs=$(abspath $(BUILD))/$$lab/runs; rm -rf $$runs; mkdir -p $$runs $$lab/figures; \

@@ -142,6 +142,18 @@ def test_final_account_sets_the_rtls_counters_beside_the_last_read() -> None:
     assert fpgasim.final_account(None, (key,), read)["rtl"] is None
 
 
+def test_backlog_is_the_queue_not_the_delay_line() -> None:
+    """The fidelity check's backlog on fpga-sim is the element's queue (register 0x1C): the frames its delay
+    line holds are counted offered and not yet forwarded, but they are on the link, not waiting (at 20 Mbit/s
+    and 10 ms the ACKs' direction holds some 17 and looked backlogged at 0.02 of its rate)."""
+    from controller.dataplane import FlowCounters, Snapshot
+
+    in_flight = FlowCounters(enq_pkts=40, fwd_pkts=20, q_drop_pkts=1, rnd_drop_pkts=1)
+    assert Snapshot(t=0.0, link=in_flight).backlog_pkts == 18, "counters alone: queue and delay line"
+    assert fpgasim.ElementSnapshot(t=0.0, link=in_flight, queued_pkts=3).backlog_pkts == 3
+    assert fpgasim.ElementSnapshot(t=0.0, link=in_flight).backlog_pkts == 0
+
+
 def _demo_summary(dataplane: str, seed: int, jain: float, ratio: float, drops: int) -> dict[str, Any]:
     """A demo run's summary.json, the fields `cclab bench fpga --demo` reads: one flow whose in-network
     throughput after headers is `ratio` of iperf3's goodput, `drops` random drops against [2, 20]."""

@@ -88,9 +88,9 @@ DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
 # cclab-fpga-sim (fpga/sim/): the FPGA element Verilated into a C++ model, in the loop of a
 # real link (dataplane = "fpga-sim"), when Verilator is installed (`make deps`).  FPGA_SIM_KHZ is
 # the notional clock the harness ties simulated cycles to: 1.25 MHz x 8 bytes = 80 Mbit/s at most,
-# about a third of what the model sustains in the loop here (3.4-3.5 million cycles/s), so that
-# both directions of a link keep up on a 2-core machine beside the traffic (at 2.5 MHz they took
-# 1.4 cores and fell behind the wall clock: fpga/README.md, "Measured").  The queue holds 2^18
+# a third to a half of what the model sustains in the loop here (2.5-3.6 million cycles/s): half
+# the CPU of 2.5 MHz, at which both directions of a link took 1.45 of the 2 cores and fell behind
+# the wall clock beside the traffic (fpga/README.md, "How fast" and the log).  The queue holds 2^18
 # beats (2 MiB, 1379 full-size frames), the delay line 2^20 (8 MiB: 835 ms at 80 Mbit/s).
 # A spec is checked against these before anything is built (controller/dataplane/fpgasim.py has
 # the same figures, tests/test_fpgasim.py holds them equal), so they are not overridable here.

@@ -87,14 +87,15 @@ DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
 
 # cclab-fpga-sim (fpga/sim/): the FPGA element Verilated into a C++ model, in the loop of a
 # real link (dataplane = "fpga-sim"), when Verilator is installed (`make deps`).  FPGA_SIM_KHZ is
-# the notional clock the harness ties simulated cycles to: 2.5 MHz x 8 bytes = 160 Mbit/s at most,
-# about half of what the model sustains here (4.9 million cycles/s, `cclab-fpga-sim --bench`),
-# so that both directions of a link keep up on a 2-core machine beside the traffic.  The queue
-# holds 2^18 beats (2 MiB, 1379 full-size frames), the delay line 2^20 (8 MiB: 419 ms at 160 Mbit/s).
+# the notional clock the harness ties simulated cycles to: 1.25 MHz x 8 bytes = 80 Mbit/s at most,
+# a third to a half of what the model sustains in the loop here (2.5-3.6 million cycles/s): half
+# the CPU of 2.5 MHz, at which both directions of a link took 1.45 of the 2 cores and fell behind
+# the wall clock beside the traffic (fpga/README.md, "How fast" and the log).  The queue holds 2^18
+# beats (2 MiB, 1379 full-size frames), the delay line 2^20 (8 MiB: 835 ms at 80 Mbit/s).
 # A spec is checked against these before anything is built (controller/dataplane/fpgasim.py has
 # the same figures, tests/test_fpgasim.py holds them equal), so they are not overridable here.
 VERILATOR    ?= verilator
-FPGA_SIM_KHZ := 2500
+FPGA_SIM_KHZ := 1250
 FPGA_SIM_Q_ADDR_W  := 18
 FPGA_SIM_DL_ADDR_W := 20
 FPGA_RTL     := $(wildcard fpga/rtl/*.v)

@@ -85,14 +85,14 @@ def test_specs_are_checked_against_the_harness_build_of_the_makefile() -> None:
     [
         ({"queue_pkts": 1380}, r"queue_pkts = 1380: the FPGA element's queue memory holds 1379 full-size frames"),
         ({"queue_bytes": 2_100_000}, r"queue_bytes = 2100000: the FPGA element's queue memory holds 2087806 bytes"),
-        ({"rate_mbps": 161}, r"rate_mbps = 161\.0: the FPGA element carries 160 Mbit/s at most \(64 bit at 2\.5 MHz\)"),
+        ({"rate_mbps": 81}, r"rate_mbps = 81\.0: the FPGA element carries 80 Mbit/s at most \(64 bit at 1\.25 MHz\)"),
         (
-            {"rate_mbps": 100, "delay_ms": 700},
-            r"delay_ms = 700\.0: the FPGA element's delay line holds 1048576 beats of 8 bytes: 668 ms at most at 100",
+            {"rate_mbps": 80, "delay_ms": 900},
+            r"delay_ms = 900\.0: the FPGA element's delay line holds 1048576 beats of 8 bytes: 835 ms at most at 80",
         ),
         (
-            {"schedule": [{"at_s": 1, "rate_mbps": 10}, {"at_s": 2, "rate_mbps": 170}]},
-            r"schedule\[1\]\.rate_mbps = 170\.0: the FPGA element carries 160 Mbit/s",
+            {"schedule": [{"at_s": 1, "rate_mbps": 10}, {"at_s": 2, "rate_mbps": 90}]},
+            r"schedule\[1\]\.rate_mbps = 90\.0: the FPGA element carries 80 Mbit/s",
         ),
     ],
 )
@@ -110,7 +110,7 @@ def test_a_link_larger_than_the_element_is_refused_in_one_line(link: dict[str, o
     assert "\n" not in str(err.value)
     ok = _raw()
     assert isinstance(ok["bottleneck"], dict)
-    ok["bottleneck"].update(queue_pkts=1379, rate_mbps=160, delay_ms=400)
+    ok["bottleneck"].update(queue_pkts=1379, rate_mbps=80, delay_ms=800)
     assert spec.parse(ok).dataplane == "fpga-sim", "the element's largest settings"
 
 
@@ -140,6 +140,18 @@ def test_final_account_sets_the_rtls_counters_beside_the_last_read() -> None:
     assert got["rtl_minus_last_read"] == {**dict.fromkeys(fpgasim.COUNTER_FIELDS, 0), "fwd_bytes": 120,
                                           "fwd_pkts": 2, "enq_bytes": 120, "enq_pkts": 2}  # fmt: skip
     assert fpgasim.final_account(None, (key,), read)["rtl"] is None
+
+
+def test_backlog_is_the_queue_not_the_delay_line() -> None:
+    """The fidelity check's backlog on fpga-sim is the element's queue (register 0x1C): the frames its delay
+    line holds are counted offered and not yet forwarded, but they are on the link, not waiting (at 20 Mbit/s
+    and 10 ms the ACKs' direction holds some 17 and looked backlogged at 0.02 of its rate)."""
+    from controller.dataplane import FlowCounters, Snapshot
+
+    in_flight = FlowCounters(enq_pkts=40, fwd_pkts=20, q_drop_pkts=1, rnd_drop_pkts=1)
+    assert Snapshot(t=0.0, link=in_flight).backlog_pkts == 18, "counters alone: queue and delay line"
+    assert fpgasim.ElementSnapshot(t=0.0, link=in_flight, queued_pkts=3).backlog_pkts == 3
+    assert fpgasim.ElementSnapshot(t=0.0, link=in_flight).backlog_pkts == 0
 
 
 def _demo_summary(dataplane: str, seed: int, jain: float, ratio: float, drops: int) -> dict[str, Any]:
@@ -316,12 +328,12 @@ def test_driver_walks_the_register_map_of_the_real_harness(tmp_path: Path) -> No
             subprocess.run(["ip", "link", "set", dev, "up"], check=True)
         sock = tmp_path / "regs.sock"
         proc = delayline.start([str(fpgasim.BINARY), "--rx", b, "--tx", a, "--socket", str(sock)])
-        assert delayline.read_line(proc, 10) == {"ready": True, "clock_khz": 2500}
+        assert delayline.read_line(proc, 10) == {"ready": True, "clock_khz": fpga.CLOCK_KHZ}
         el = fr.Element(fr.HarnessTransport(sock))
         blocks = el.discover()
         assert [blocks[t].base for t in sorted(blocks)] == [0x100 * i for i in range(7)]
         assert all(blk.version == 0x00010000 for blk in blocks.values())
-        assert el.read(fr.ELEMENT, fpgasim.CLK_KHZ) == 2500
+        assert el.read(fr.ELEMENT, fpgasim.CLK_KHZ) == fpga.CLOCK_KHZ
         el.write(fr.DELAY, fpgasim.DELAY_CYCLES, 12345)
         assert el.read(fr.DELAY, fpgasim.DELAY_CYCLES) == 12345
         assert el.read64(0x1000 + fpgasim.COUNTERS) == 0

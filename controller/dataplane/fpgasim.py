@@ -90,6 +90,21 @@ def delay_cycles(delay_ms: float, clock_khz: int) -> int:
 
 
 @dataclass
+class ElementSnapshot(Snapshot):
+    """A read of the element: its counters and, as its backlog, the frames waiting in its queue."""
+
+    queued_pkts: int = 0
+    """Frames in the element's queue at the read (register 0x1C)."""
+
+    @property
+    def backlog_pkts(self) -> int:
+        """The queue's frames only: offered minus left minus dropped would count the delay line's frames too,
+        which are on the link, not waiting (on the other targets the delay element is not in the counters), and
+        would make the ACKs' direction look backlogged to the fidelity check (summary.backlogged_rate)."""
+        return self.queued_pkts
+
+
+@dataclass
 class FpgaSimBottleneck:
     """One emulated bottleneck direction on the Verilated FPGA element."""
 
@@ -236,11 +251,13 @@ class FpgaSimBottleneck:
         at = self._entry_at(e) + COUNTERS
         return FlowCounters(*(self.regs.read64(at + 8 * c) for c in range(len(COUNTER_FIELDS))))
 
-    def read(self) -> Snapshot:
-        """All counters now: the declared flows' entries and the fallback (the link is their sum)."""
+    def read(self) -> ElementSnapshot:
+        """All counters now: the declared flows' entries and the fallback (the link is their sum), and the
+        frames in the queue."""
         t_sent = time.monotonic()
         got = {e: self._entry(e) for e in (*range(len(self.flows)), self._entries - 1)}
-        snap = Snapshot(t=(t_sent + time.monotonic()) / 2)
+        queued = self.regs.read(fr.ELEMENT, Q_PKTS)
+        snap = ElementSnapshot(t=(t_sent + time.monotonic()) / 2, queued_pkts=queued)
         for e, fc in got.items():
             if e < len(self.flows):
                 snap.flows[self.flows[e]] = fc

@@ -12,10 +12,10 @@ from __future__ import annotations
 from controller.network.graph import LinkSpec
 
 #: the element's clock in kHz and its memories, 2^W beats of BEAT_BYTES each
-CLOCK_KHZ, QUEUE_ADDR_W, DELAY_ADDR_W, BEAT_BYTES = 2500, 18, 20, 8
+CLOCK_KHZ, QUEUE_ADDR_W, DELAY_ADDR_W, BEAT_BYTES = 1250, 18, 20, 8
 #: the descriptor ring holds 2^(QUEUE_ADDR_W - 2) frames (fpga/rtl/cclab_queue.v, DESC_ADDR_W)
 QUEUE_FRAMES = 1 << (QUEUE_ADDR_W - 2)
-#: the element's line: a beat a cycle, the most it carries (160 Mbit/s)
+#: the element's line: a beat a cycle, the most it carries (80 Mbit/s)
 LINE_BPS = BEAT_BYTES * 8 * CLOCK_KHZ * 1000
 
 #: a frame's Ethernet header on top of the MTU (no FCS: the element gets frames without it)

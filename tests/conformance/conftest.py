@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from scapy.utils import RawPcapReader
 
 from controller.dataplane import COUNTER_FIELDS, Bottleneck, FlowCounters, FlowKey, LinkParams, Snapshot, fpgasim
 from controller.dataplane.targets import in_mininet
+from controller.network import fpga
 from tests.conformance.wire import write_pcap
 from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, bmv2_dumbbell, kernel_dumbbell, p4_program
 
@@ -50,6 +51,8 @@ TCP_SPORT = FlowKey(SRC, DST, 41002, 5301, 6)
 DECLARED = (UDP_F, TCP_F, UDP_SWAPPED, UDP_DPORT, UDP_DST, TCP_SPORT)
 #: the link every test starts from: fast enough that nothing queues, no loss
 BASE = LinkParams(rate_bps=100_000_000, queue_pkts=1000)
+#: where a target's line is slower: fpga-sim's BASE runs at its line (80 Mbit/s), above every rate offered at BASE
+BASES = {"fpga-sim": replace(BASE, rate_bps=fpga.LINE_BPS)}
 TAG = struct.Struct("!4sHI")
 MAGIC = b"CCcf"
 #: Ethernet + IPv4 + UDP headers; a full-size frame is 1514 bytes (MTU 1500, no FCS)
@@ -96,11 +99,14 @@ class Target:
     dp: Bottleneck
     tmp: Path
     params: LinkParams = field(default_factory=lambda: BASE)
+    base: LinkParams = field(default_factory=lambda: BASE)
+    """The link every test starts from on this target (BASE, or BASES')."""
     h1_mac: str = ""
     r1_mac: str = ""
     _batch: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
+        self.base = self.params = BASES.get(self.name, BASE)
         self.h1_mac = self.net.get("h1").MAC()
         self.r1_mac = self.net.get("r1").MAC()
 
@@ -219,7 +225,9 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     beds = {
         "kernel": lambda: kernel_dumbbell("pytest-conformance", BASE, static_arp=True),
         "bmv2": lambda: bmv2_dumbbell("pytest-conformance", tmp / "p4", DECLARED, BASE, p4_program(request.config)),
-        "fpga-sim": lambda: kernel_dumbbell("pytest-conformance", BASE, True, target="fpga-sim", flows=DECLARED),
+        "fpga-sim": lambda: kernel_dumbbell(
+            "pytest-conformance", BASES["fpga-sim"], True, target="fpga-sim", flows=DECLARED
+        ),
     }
     if name not in beds:
         pytest.fail(f"target {name!r} is registered to run here but has no conformance bed: add one to `beds`")
@@ -240,10 +248,10 @@ def quiet_bridges(net: Any) -> None:
 
 @pytest.fixture
 def bed(target: Target) -> Iterator[Target]:
-    """The module's target at the BASE link for one test, restored to it afterwards."""
-    target.program(BASE)
+    """The module's target at its BASE link for one test, restored to it afterwards."""
+    target.program(target.base)
     yield target
-    target.program(BASE)
+    target.program(target.base)
 
 
 def delta(after: FlowCounters, before: FlowCounters) -> FlowCounters:

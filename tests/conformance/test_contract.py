@@ -214,7 +214,7 @@ def test_c_loss_1_random_loss_in_binomial_interval(bed: Target) -> None:
     drops inside the binomial interval (tests/conftest.py LOSS_LEVEL), no queue drops, offered = forwarded +
     random drops, the drops' bytes exact, and the receiver missing exactly the dropped packets."""
     p, n, size = 0.05, 5000, 300
-    bed.program(replace(BASE, per=p))
+    bed.program(replace(bed.base, per=p))
     batch = bed.next_batch()
     frames = [bed.frame(l4(UDP_F), size, i, batch) for i in range(n)]
     before = bed.read()

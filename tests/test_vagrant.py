@@ -32,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD_BOX = REPO / "vm" / "box" / "build-box.sh"
 BOX_NAME = "cclab-test"
 
-pytestmark = [pytest.mark.vagrant, pytest.mark.slow]
+# root: it needs root and namespaces, and `make check` (not root) must not boot a VM
+pytestmark = [pytest.mark.vagrant, pytest.mark.root, pytest.mark.slow]
 
 #: the daemons the test starts, and what they start (all of them in the test's namespaces)
 DAEMONS = ("libvirtd", "virtlogd")

@@ -15,11 +15,14 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -29,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD_BOX = REPO / "vm" / "box" / "build-box.sh"
 BOX_NAME = "cclab-test"
 
-pytestmark = [pytest.mark.vagrant, pytest.mark.slow]
+# root: it needs root and namespaces, and `make check` (not root) must not boot a VM
+pytestmark = [pytest.mark.vagrant, pytest.mark.root, pytest.mark.slow]
 
 #: the daemons the test starts, and what they start (all of them in the test's namespaces)
 DAEMONS = ("libvirtd", "virtlogd")
@@ -86,6 +90,8 @@ UP_TIMEOUT_S = 420
 DEMO_TIMEOUT_S = 900
 DESTROY_TIMEOUT_S = 180
 DAEMON_START_S = 30
+#: a command in the guest, its output as it writes it (no terminal: no carriage returns, no colours)
+SSH = ["ssh", "--no-tty", "-c"]
 
 
 def box_path() -> Path:
@@ -142,17 +148,6 @@ def _host_pid(ns_link: str, ns_pid: int) -> int | None:
     return None
 
 
-def _argv0s(pids: list[int]) -> list[str]:
-    out = []
-    for pid in pids:
-        try:
-            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-        except OSError:
-            continue
-        out.append(f"{pid} {argv0}")
-    return out
-
-
 class Sandbox:
     """The test's namespaces: their PID 1 (the holder), its state directory, and commands run inside."""
 
@@ -173,14 +168,33 @@ class Sandbox:
             "LIBVIRT_DEFAULT_URI": "qemu:///system",
             "CCLAB_BOX": BOX_NAME,
             "CCLAB_SYNC": "rsync",
+            # the guest's serial console, for the failure message of a boot that does not reach sshd
+            "CCLAB_VM_CONSOLE_LOG": str(self.console_log),
         }
 
+    @property
+    def console_log(self) -> Path:
+        return self.state / "log" / "console.log"
+
     def run(self, argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-        """argv inside the namespaces, from the work tree, output captured."""
+        """argv inside the namespaces, from the work tree, output captured; a session of its own, so that a Ctrl-C
+        reaches the test alone, which ends the namespaces.  A command that times out returns exit -1 with the output
+        it had written."""
         ns = ["nsenter", f"--target={self.holder}", "--net", "--mount", "--pid", f"--wd={REPO}", "--"]
-        return subprocess.run(
-            [*ns, *argv], env=self.env, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-        )
+        try:
+            return subprocess.run(
+                [*ns, *argv],
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+            return subprocess.CompletedProcess(argv, -1, out, err + f"\n(timed out after {timeout_s:g} s)")
 
     def start_daemon(self, name: str, argv: list[str]) -> None:
         pidfile = self.state / f"{name}.pid"
@@ -205,10 +219,6 @@ class Sandbox:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
             time.sleep(0.1)
-
-    def inside(self) -> list[str]:
-        """The processes in the namespaces other than their PID 1."""
-        return _argv0s([p for p in _ns_pids(self.pid_ns) if p != self.holder])
 
     def end(self) -> None:
         """SIGKILL to PID 1: the kernel ends every process left inside, and the namespaces go with them."""
@@ -256,14 +266,19 @@ def sandbox() -> Iterator[Sandbox]:
         box.start_daemon("libvirtd", ["libvirtd"])
         yield box
     finally:
-        if box is not None:
-            for name in reversed(DAEMONS):
-                box.stop_daemon(name)
-            box.end()
-        else:
-            unshare.kill()
-            unshare.wait(timeout=30)
-        shutil.rmtree(state, ignore_errors=True)
+        # a second Ctrl-C must not cut the teardown short (it takes seconds)
+        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            if box is not None:
+                for name in reversed(DAEMONS):
+                    box.stop_daemon(name)
+                box.end()
+            else:
+                unshare.kill()
+                unshare.wait(timeout=30)
+            shutil.rmtree(state, ignore_errors=True)
+        finally:
+            signal.signal(signal.SIGINT, sigint)
 
 
 def _libvirt_objects(box: Sandbox) -> list[str]:
@@ -285,64 +300,258 @@ def _vagrant(box: Sandbox, args: list[str], timeout_s: float) -> tuple[subproces
     return res, time.monotonic() - t0
 
 
-def _tail(res: subprocess.CompletedProcess[str]) -> str:
-    return (res.stdout + res.stderr)[-3000:]
+def _tail(res: subprocess.CompletedProcess[str], box: Sandbox | None = None) -> str:
+    out = (res.stdout + res.stderr)[-3000:]
+    if box is not None and box.console_log.exists():
+        out += "\nthe guest's console, its end:\n" + box.console_log.read_text(errors="replace")[-3000:]
+    return out
 
 
-def test_vagrant_up_runs_the_demo_in_the_box_and_leaves_nothing() -> None:
-    """`vagrant up --provider=libvirt` on the built box, `make demo` inside over `vagrant ssh` to a complete summary
-    with fidelity ok, `vagrant destroy -f`; then no daemon, qemu, domain, network, volume, bridge or rule is left."""
+# --- what the test leaves on the host: nothing -----------------------------------------------------------------
+
+#: the host's libvirt directories (the test binds its own over them inside its mount namespace)
+HOST_LIBVIRT_DIRS = (Path("/etc/libvirt/qemu"), Path("/var/lib/libvirt/images"), Path("/run/libvirt/qemu"))
+#: what libvirt's management network puts into a firewall: its chains and its subnet (vagrant-libvirt's default)
+FIREWALL_MARKS = ("LIBVIRT", "virbr", "192.168.121.")
+
+
+def _host_network() -> tuple[set[str], set[str]]:
+    """The host's bridges, and its firewall lines that carry a mark of libvirt's network."""
+    bridges = {d.name for d in Path("/sys/class/net").iterdir() if (d / "bridge").exists()}
+    rules: set[str] = set()
+    for argv in (["iptables-save"], ["ip6tables-save"], ["nft", "list", "ruleset"]):
+        if shutil.which(argv[0]) is None:
+            continue
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+        rules |= {ln.strip() for ln in out.splitlines() if any(m in ln for m in FIREWALL_MARKS)}
+    return bridges, rules
+
+
+def _host_libvirt_files() -> set[str]:
+    return {str(f) for d in HOST_LIBVIRT_DIRS if d.is_dir() for f in d.iterdir()}
+
+
+class HostState:
+    """What the test may leave on the host, before it ran: left() says what is there now and was not then."""
+
+    def __init__(self) -> None:
+        self.bridges, self.rules = _host_network()
+        self.libvirt_files = _host_libvirt_files()
+        self.namespaces: set[str] = set()
+        self.procs = {pid for pid, _ in self._procs()}  # e.g. a libvirtd of the host's own
+
+    def watch(self, holder: int) -> None:
+        """The namespaces of the test's holder: no process may be left in them."""
+        self.namespaces |= _namespaces(holder)
+
+    def _procs(self) -> list[tuple[int, str]]:
+        """libvirt's daemons, its dnsmasq and its qemu, holders, and whatever runs in the watched namespaces."""
+        found = []
+        for pid, argv in _procs():
+            exe = os.path.basename(argv[0]) if argv else ""
+            if (
+                exe in DAEMONS
+                or argv[:1] == [VAGRANT_NS_HOLDER]
+                or (exe.startswith("qemu-system") and any(a.startswith("guest=") for a in argv))
+                or (exe == "dnsmasq" and any("libvirt" in a for a in argv))
+                or _namespaces(pid) & self.namespaces
+            ):
+                found.append((pid, " ".join(argv)[:120]))
+        return found
+
+    def left(self) -> list[str]:
+        found = [f"process {pid} {argv}" for pid, argv in self._procs() if pid not in self.procs]
+        bridges, rules = _host_network()
+        found += [f"bridge {b}" for b in sorted(bridges - self.bridges)]
+        found += [f"firewall rule {r}" for r in sorted(rules - self.rules)]
+        found += [f"libvirt file {f} on the host" for f in sorted(_host_libvirt_files() - self.libvirt_files)]
+        if VAGRANT_STATE_ROOT.exists():
+            found += [f"state {d}" for d in sorted(VAGRANT_STATE_ROOT.iterdir())]
+        return found
+
+    def wait_left(self, timeout_s: float = 30) -> list[str]:
+        """left(), once what is dying (the namespaces' last processes) has had timeout_s to go."""
+        deadline = time.monotonic() + timeout_s
+        while (found := self.left()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return found
+
+
+def _procs() -> list[tuple[int, list[str]]]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                argv = [a.decode(errors="replace") for a in (d / "cmdline").read_bytes().split(b"\0") if a]
+            except OSError:
+                continue
+            out.append((int(d.name), argv))
+    return out
+
+
+def _namespaces(pid: int) -> set[str]:
+    out = set()
+    for kind in ("pid", "net"):
+        try:
+            out.add(os.readlink(f"/proc/{pid}/ns/{kind}"))
+        except OSError:
+            pass
+    return out
+
+
+# --- the tests ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def vagrant_here() -> None:
+    """Skips with the reason where the box cannot be brought up."""
     why = vagrant_missing()
     if why:
         pytest.skip(why)
+
+
+def test_vagrant_up_runs_the_demo_in_the_box_and_leaves_nothing(vagrant_here: None) -> None:
+    """`vagrant up --provider=libvirt` on the built box, `make demo` inside over `vagrant ssh` to a complete summary
+    with fidelity ok, `vagrant destroy -f`; then no daemon, qemu, domain, network, volume, bridge or rule is left."""
+    host = HostState()
     times: dict[str, float] = {}
-    net_ns = ""
     with sandbox() as box:
-        net_ns = box.net_ns
+        host.watch(box.holder)
         res, times["box add"] = _vagrant(box, ["box", "add", "--name", BOX_NAME, str(box_path())], BOX_ADD_TIMEOUT_S)
         assert res.returncode == 0, f"vagrant box add: exit {res.returncode}:\n{_tail(res)}"
+        interrupted = False
         try:
             res, times["up"] = _vagrant(box, ["up", "--provider=libvirt"], UP_TIMEOUT_S)
-            assert res.returncode == 0, f"vagrant up: exit {res.returncode}:\n{_tail(res)}"
+            assert res.returncode == 0, f"vagrant up: exit {res.returncode}:\n{_tail(res, box)}"
             # the P4 provisioner says in one line why it does not run on this Debian guest
             assert re.search(r"p4: skipped: the p4lang packages are built for Ubuntu", res.stdout), _tail(res)
 
-            demo, times["make demo"] = _vagrant(box, ["ssh", "-c", "cd /vagrant && sudo make demo"], DEMO_TIMEOUT_S)
-            assert demo.returncode == 0, f"make demo in the box: exit {demo.returncode}:\n{_tail(demo)}"
+            demo, times["make demo"] = _vagrant(box, [*SSH, "cd /vagrant && sudo make demo"], DEMO_TIMEOUT_S)
+            assert demo.returncode == 0, f"make demo in the box: exit {demo.returncode}:\n{_tail(demo, box)}"
             m = re.search(r"^results \((\w+)\): (\S+)$", demo.stdout, re.M)
             assert m, f"make demo printed no results line:\n{_tail(demo)}"
-            cat, _ = _vagrant(box, ["ssh", "-c", f"cat /vagrant/{m.group(2)}/summary.json"], 120)
+            # the run's directory as cclab printed it (absolute, or relative to the tree)
+            cat, _ = _vagrant(box, [*SSH, f"cd /vagrant && cat {m.group(2)}/summary.json"], 120)
             assert cat.returncode == 0, _tail(cat)
             summ = json.loads(cat.stdout)
+            print("make demo in the box, its end:\n" + "\n".join(demo.stdout.splitlines()[-12:]))
+        except KeyboardInterrupt:
+            # no `vagrant destroy` to wait for: the namespaces end, and the domain, its network and its volumes
+            # (all in the test's state directory) with them
+            interrupted = True
+            raise
         finally:
-            res, times["destroy"] = _vagrant(box, ["destroy", "-f"], DESTROY_TIMEOUT_S)
-            destroyed = res.returncode == 0
-            # vagrant-libvirt keeps the box's image in the pool for the next machine: this test has no next one
-            left = _libvirt_objects(box)
-            for obj in left:
-                if obj.startswith("volume "):
-                    pool, vol = obj.removeprefix("volume ").split("/", 1)
-                    box.run(["virsh", "vol-delete", "--pool", pool, vol], timeout_s=60)
-        print(f"vagrant phases (s): {', '.join(f'{k} {v:.0f}' for k, v in times.items())}")
+            if not interrupted:
+                res, times["destroy"] = _vagrant(box, ["destroy", "-f"], DESTROY_TIMEOUT_S)
+                destroyed = res.returncode == 0
+                # vagrant-libvirt keeps the box's image in the pool for the next machine: this test has no next one
+                for obj in _libvirt_objects(box):
+                    if obj.startswith("volume "):
+                        pool, vol = obj.removeprefix("volume ").split("/", 1)
+                        box.run(["virsh", "vol-delete", "--pool", pool, vol], timeout_s=60)
+            print(f"vagrant phases (s): {', '.join(f'{k} {v:.0f}' for k, v in times.items())}")
         assert destroyed, f"vagrant destroy -f: exit {res.returncode}:\n{_tail(res)}"
-        left = [obj for obj in _libvirt_objects(box) if not obj.startswith("volume ")]
+        left = _libvirt_objects(box)
         assert not left, f"vagrant destroy left in libvirt: {left}"
         assert summ["complete"] is True, summ["reason"]
         assert summ["fidelity"]["ok"] is True, f"fidelity not ok in the box: {summ['fidelity']['notes']}"
-    # everything the test started ended with its namespaces
-    stray = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _in_net_ns(p, net_ns)]
-    assert not stray, f"processes left in the test's network namespace: {_argv0s([int(p.name) for p in stray])}"
-    daemons = [
-        a
-        for a in _argv0s([int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()])
-        if os.path.basename(a.split(" ", 1)[-1]) in DAEMONS
-    ]
-    assert not daemons, f"libvirt daemons left running: {daemons}"
-    assert not list(VAGRANT_STATE_ROOT.iterdir()), f"state left: {list(VAGRANT_STATE_ROOT.iterdir())}"
+    left = host.wait_left()
+    assert not left, f"the vagrant test left behind: {left}"
 
 
-def _in_net_ns(proc: Path, net_ns: str) -> bool:
+#: the test above, run by the tests below as a user runs it, to be interrupted in its `vagrant up`
+UP_TEST = f"tests/{Path(__file__).name}::test_vagrant_up_runs_the_demo_in_the_box_and_leaves_nothing"
+#: seconds from the start of that run to its guest's qemu (namespaces, daemons, box add, the image's upload)
+QEMU_START_S = 240
+#: cclab clean, as a user runs it after a killed test
+CCLAB_CLEAN = [sys.executable, "-m", "controller.cli", "clean"]
+
+
+@contextmanager
+def up_test() -> Iterator[tuple[subprocess.Popen[bytes], IO[bytes]]]:
+    """The up test in a pytest of its own, in a session of its own (as a shell runs a command), its output in a
+    temporary file; killed with its session if still running on the way out."""
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s", UP_TEST]
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            yield proc, log
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _output(log: IO[bytes]) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")[-3000:]
+
+
+@dataclass
+class Booting:
+    """The up test in its own pytest, its guest booting: its process, its output, its namespaces' holder and
+    qemu, and the host as it was before it."""
+
+    proc: subprocess.Popen[bytes]
+    log: IO[bytes]
+    holder: int
+    qemu: list[int]
+    host: HostState
+
+
+@contextmanager
+def up_test_booting() -> Iterator[Booting]:
+    """The up test started (up_test), once its guest's qemu runs."""
+    host = HostState()
+    with up_test() as (proc, log):
+        deadline = time.monotonic() + QEMU_START_S
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (
+                f"the up test ended before its guest ran (exit {proc.returncode}):\n{_output(log)}"
+            )
+            for holder in [pid for pid, argv in _procs() if argv[:1] == [VAGRANT_NS_HOLDER]]:
+                inside = set(_ns_pids(os.readlink(f"/proc/{holder}/ns/pid")))
+                qemu = [pid for pid, argv in _procs() if pid in inside and argv and "qemu-system" in argv[0]]
+                if qemu:
+                    host.watch(holder)
+                    yield Booting(proc, log, holder, qemu, host)
+                    return
+            time.sleep(1)
+        raise AssertionError(f"no guest ran within {QEMU_START_S} s:\n{_output(log)}")
+
+
+def test_vagrant_ctrl_c_in_vagrant_up_leaves_nothing(vagrant_here: None) -> None:
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) while `vagrant up` boots the guest: the test
+    ends within seconds, and no daemon, qemu, domain, network, volume, bridge or rule is left."""
+    with up_test_booting() as up:
+        t0 = time.monotonic()
+        os.killpg(up.proc.pid, signal.SIGINT)
+        rc = up.proc.wait(timeout=120)
+        took = time.monotonic() - t0
+        out = _output(up.log)
+    assert rc == 2 and "KeyboardInterrupt" in out, f"the up test was not interrupted (exit {rc}):\n{out}"
+    left = up.host.wait_left()
+    if left:  # not to fail the next test as well
+        subprocess.run(CCLAB_CLEAN, cwd=REPO, capture_output=True, timeout=120)
+    assert not left, f"after Ctrl-C in the guest's boot (qemu {up.qemu}), left behind: {left}"
+    print(f"Ctrl-C: the up test ended {took:.1f} s after it")
+
+
+def test_vagrant_killed_in_vagrant_up_cclab_clean_removes_what_is_left(vagrant_here: None) -> None:
+    """SIGKILL to the up test while its guest boots leaves its namespaces (daemons, qemu) running; `cclab clean`
+    ends them and removes their state, and then nothing is left."""
+    with up_test_booting() as up:
+        os.killpg(up.proc.pid, signal.SIGKILL)
     try:
-        return os.readlink(proc / "ns" / "net") == net_ns
-    except OSError:
-        return False
+        left = up.host.left()
+        assert any(f"process {up.holder} " in x for x in left), (
+            f"the killed test's namespaces did not outlive it: {left}"
+        )
+        assert any(f"process {q} " in x for q in up.qemu for x in left), f"its qemu did not outlive it: {left}"
+    finally:
+        res = subprocess.run(CCLAB_CLEAN, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, f"cclab clean: exit {res.returncode}: {res.stderr[-2000:]}"
+    assert f"vagrant namespaces of process {up.holder}" in res.stdout, res.stdout
+    left = up.host.wait_left()
+    assert not left, f"after cclab clean, left behind: {left}"

@@ -3,7 +3,8 @@
 # up` and `make demo` in it need no network.  Included by vm/vm.mk.
 #
 #   make box         build the box unless cached (/var/cache/cclab/box/<suite>-<inputs' hash>/cclab.box)
-#   make box-test    bring it up with vagrant-libvirt and run the demo in it (tests/test_vagrant.py)
+#   make box-test    bring it up with vagrant-libvirt and run the demo in it, then interrupt a bring-up
+#                    (tests/test_vagrant.py)
 #   make box-clean   remove the boxes and their caches
 #
 # Use it: vagrant box add --name cclab "$(vm/box/build-box.sh --path)"

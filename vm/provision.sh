@@ -85,10 +85,13 @@ vm_host=(
 )
 
 # The Vagrant box is a host (the demo and the tests run in it) that boots:
-# its kernel, systemd with udev and networkd, sshd and sudo for Vagrant, rsync
-# for Vagrant's rsync folder sync.
+# its kernel (initramfs-tools: the box's hook keeps the initrd small), systemd
+# with udev and networkd, sshd and sudo for Vagrant, rsync for Vagrant's rsync
+# folder sync.  It leaves out the FPGA tools: under software emulation
+# Verilating the in-the-loop model alone would take the better part of an hour.
 box=(
 	dbus
+	initramfs-tools
 	kmod
 	linux-image-amd64
 	openssh-server
@@ -117,6 +120,8 @@ vagrant_host=(
 	vagrant-libvirt
 )
 
+#: what vm/box/build-box.sh leaves in the box's root
+BOX_MARK=/etc/cclab/box.json
 kmod=0
 vm=0
 vagrant=0
@@ -134,14 +139,15 @@ for arg in "$@"; do
 		;;
 	esac
 done
-if [ "$role" = guest ]; then
-	packages=("${runtime[@]}" "${guest[@]}")
-else
-	packages=("${runtime[@]}" "${build[@]}" "${ovs[@]}" "${fpga[@]}")
+# in a booted box (`make deps` there) the box's own set: it has no route out to install more
+if [ "$role" = host ] && [ -e "$BOX_MARK" ]; then
+	role=box
 fi
-if [ "$role" = box ]; then
-	packages+=("${box[@]}")
-fi
+case "$role" in
+guest) packages=("${runtime[@]}" "${guest[@]}") ;;
+box) packages=("${runtime[@]}" "${build[@]}" "${ovs[@]}" "${box[@]}") ;;
+*) packages=("${runtime[@]}" "${build[@]}" "${ovs[@]}" "${fpga[@]}") ;;
+esac
 if [ "$vm" = 1 ]; then
 	packages+=("${vm_host[@]}")
 fi

@@ -152,13 +152,11 @@ printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\nAcquir
 	>"$root/etc/apt/apt.conf.d/90cclab"
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 755 "$root/usr/sbin/policy-rc.d"
-printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-backports main\ndeb %s %s-security main\n' \
-	"$mirror" "$suite" "$mirror" "$suite" "$mirror" "$suite" "$security_mirror" "$suite" >"$root/etc/apt/sources.list"
-# The kernel (and its headers) from backports: the kernel data plane's BPF
-# program names drop reasons (SKB_DROP_REASON_QDISC_*) that the suite's own
-# kernel (trixie: 6.12) does not have, so `make build` fails against it.
-printf 'Package: linux-base linux-image-* linux-headers-* linux-kbuild-* linux-compiler-*\nPin: release n=%s-backports\nPin-Priority: 990\n' \
-	"$suite" >"$root/etc/apt/preferences.d/cclab-kernel"
+printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n' \
+	"$mirror" "$suite" "$mirror" "$suite" "$security_mirror" "$suite" >"$root/etc/apt/sources.list"
+# The suite's own kernel (trixie: 6.12, as in the lab VM), whose packages take
+# initramfs-tools: the hook below keeps its initrd small (the backports
+# kernel 7.3 pulled in dracut instead, whose generic 40 MB initrd ignored it).
 echo cclab >"$root/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tcclab\n' >"$root/etc/hosts"
 # only the virtio disk and ext4 in the initrd: a short generation, a short boot
@@ -229,6 +227,12 @@ unmount_chroot
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/log/*.log "$root"/var/log/apt/* "$root"/root/.cache
 : >"$root/etc/machine-id"
 
+# what the box is, in the box (vm/provision.sh reads it there) and beside its image
+mkdir -p "$root/etc/cclab"
+printf '{"suite": "%s", "kernel": "%s", "mirror": "%s", "built": "%s"}\n' \
+	"$suite" "$kver" "$mirror" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$root/etc/cclab/box.json"
+cp "$root/etc/cclab/box.json" "$work/box.json"
+
 used_mb=$(du -sm "$root" | cut -f1)
 say "box.img: ext4 of ${disk_gib} GiB (${used_mb} MiB used), qcow2"
 mkfs.ext4 -q -F -L cclabroot -d "$root" -E lazy_itable_init=1,lazy_journal_init=1 "$work/root.raw" "${disk_gib}G"
@@ -237,8 +241,6 @@ qemu-img convert -O qcow2 -c -o compression_type=zstd "$work/root.raw" "$work/bo
 rm -f "$work/root.raw"
 printf '{"provider": "libvirt", "format": "qcow2", "virtual_size": %d}\n' "$disk_gib" >"$work/metadata.json"
 install -m 644 "$here/Vagrantfile" "$work/Vagrantfile"
-printf '{"suite": "%s", "kernel": "%s", "mirror": "%s", "built": "%s"}\n' \
-	"$suite" "$kver" "$mirror" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$work/box.json"
 mkdir -p "$work/out"
 tar -C "$work" -cf "$work/out/cclab.box" metadata.json Vagrantfile box.img vmlinuz initrd.img box.json
 

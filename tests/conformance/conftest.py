@@ -99,14 +99,17 @@ class Target:
     dp: Bottleneck
     tmp: Path
     params: LinkParams = field(default_factory=lambda: BASE)
-    base: LinkParams = field(default_factory=lambda: BASE)
-    """The link every test starts from on this target (BASE, or BASES')."""
     h1_mac: str = ""
     r1_mac: str = ""
     _batch: int = field(default=0, init=False)
 
+    @property
+    def base(self) -> LinkParams:
+        """The link every test starts from on this target (BASE, or BASES')."""
+        return BASES.get(self.name, BASE)
+
     def __post_init__(self) -> None:
-        self.base = self.params = BASES.get(self.name, BASE)
+        self.params = self.base
         self.h1_mac = self.net.get("h1").MAC()
         self.r1_mac = self.net.get("r1").MAC()
 

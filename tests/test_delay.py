@@ -212,13 +212,21 @@ def _assert_no_drops(bed: Bed) -> None:
 
 @pytest.mark.root
 def test_delay_change_while_running(bed: Bed) -> None:
-    bed.line.apply(5.0, 0.0)
+    """After a change to 5 ms one way the base RTT is 10 ms within RTT_TOLERANCE_MS, and the median is held there
+    above what the host adds at no delay in the same run (CI once saw a median of 10.6 ms on this VM-hosted
+    machine kind)."""
+    bed.line.apply(0.0, 0.0)
     try:
+        host = bed.ping_rtts_ms(20, 0.02)
+        bed.line.apply(5.0, 0.0)
         rtts = bed.ping_rtts_ms(20, 0.05)[5:]  # those sent after the old delay drained
     finally:
         bed.line.apply(DELAY_MS, 0.0)
-    p50 = statistics.median(rtts)
-    assert 10.0 <= p50 <= 10.0 + RTT_TOLERANCE_MS, f"median RTT {p50:.3f} ms after the change to 5 ms one way"
+    assert len(rtts) == 15 and len(host) == 20, f"{15 - len(rtts)} + {20 - len(host)} pings lost"
+    base, p50, host_p50 = min(rtts), statistics.median(rtts), statistics.median(host)
+    spread = f"min {base:.3f}, p50 {p50:.3f}, max {max(rtts):.3f} ms; at no delay p50 {host_p50:.3f} ms"
+    assert 10.0 <= base <= 10.0 + RTT_TOLERANCE_MS, f"base RTT after the change to 5 ms one way: {spread}"
+    assert p50 <= 10.0 + host_p50 + RTT_TOLERANCE_MS, f"median RTT after the change to 5 ms one way: {spread}"
 
 
 # --- the probe ---------------------------------------------------------------------

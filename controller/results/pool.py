@@ -3,13 +3,16 @@
 Sweeps are pooled, never replaced: a report reads every complete run of every directory it is given (a
 directory extended with more repetitions, or directories run elsewhere from the same spec). A run is pooled
 only if its manifest.json shows a clean tree (``git describe`` without -dirty), the pool's source hash
-(rundir.source_hash: the data-plane and algorithm sources), a passed fidelity check, and a seed no pooled
-run of its point already had (the same seed draws the same losses: not an independent repetition).  Every
-other complete run is left out, counted and named with its reason.
+(rundir.source_hash: the data-plane and algorithm sources), a passed fidelity check (its base-RTT checks
+judged by this version's rule from the run's own files, so runs recorded under an earlier rule are judged
+alike: summary.rejudged), and a seed no pooled run of its point already had (the same seed draws the same
+losses: not an independent repetition).  Every other complete run is left out, counted and named with its
+reason.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import tarfile
 from collections import Counter
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.results import summary as summary_mod
 from controller.spec.sweep import MANIFEST, SweepError
 
 #: what a report reads of a run, and so what a reference archive keeps (timeseries.csv and link.csv: the per-flow
@@ -61,6 +65,8 @@ class Pool:
     """Pooled."""
     left_out: list[tuple[Run, str]] = field(default_factory=list)
     """Complete runs not pooled, each with its reason."""
+    rejudged: list[tuple[Path, bool]] = field(default_factory=list)
+    """Runs whose fidelity verdict by this version's rule differs from their summary.json's: (run, recorded ok)."""
 
     def fidelity_failed(self) -> list[Run]:
         return [r for r, why in self.left_out if why.startswith(FIDELITY)]
@@ -101,6 +107,7 @@ def collect(sweep_dirs: list[Path], source_hash: str | None = None, *, everythin
     base = max((m for _, m in manifests), key=lambda m: len(m["points"]))
     index_of = {_key(pt["values"]): pt["index"] for pt in base["points"]}
     found: list[Run] = []
+    rejudged: list[tuple[Path, bool]] = []
     for d, m in manifests:
         for pt in m["points"]:
             if pt["run_dir"] is None:
@@ -111,6 +118,10 @@ def collect(sweep_dirs: list[Path], source_hash: str | None = None, *, everythin
             summ = json.loads((run_dir / "summary.json").read_text())
             if not summ.get("complete"):
                 continue
+            recorded = summ["fidelity"]["ok"]
+            summ["fidelity"] = summary_mod.rejudged(summ, _link_polls(run_dir / "link.csv"))
+            if summ["fidelity"]["ok"] != recorded:
+                rejudged.append((run_dir, recorded))
             try:
                 man = json.loads((run_dir / "manifest.json").read_text())
             except OSError:
@@ -122,7 +133,7 @@ def collect(sweep_dirs: list[Path], source_hash: str | None = None, *, everythin
         counts = Counter(r.source_hash for r in clean)
         newest = {r.source_hash: r.run_dir.name for r in clean}
         source_hash = max(counts, key=lambda h: (counts[h], newest[h])) if counts else "unknown"
-    pool = Pool(base, list(sweep_dirs), source_hash, everything)
+    pool = Pool(base, list(sweep_dirs), source_hash, everything, rejudged=rejudged)
     seen: dict[tuple[int, Any], Run] = {}
     for r in found:
         why = None if everything else _why_not(r, source_hash)
@@ -134,6 +145,17 @@ def collect(sweep_dirs: list[Path], source_hash: str | None = None, *, everythin
         else:
             pool.left_out.append((r, why))
     return pool
+
+
+def _link_polls(path: Path) -> list[dict[str, Any]]:
+    """link.csv's polls as the fidelity check reads them (time, link, backlog); none when the run has no file."""
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return [
+            {"t_s": float(r["t_s"]), "link": r["link"], "backlog_pkts": int(r["backlog_pkts"] or 0)}
+            for r in csv.DictReader(f)
+        ]
 
 
 def _dirty(commit: str) -> bool:

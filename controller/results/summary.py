@@ -10,6 +10,7 @@ spec says so in ``fidelity`` instead of passing silently.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,76 @@ def queue_never_emptied(rows: list[dict[str, Any]], path: list[str], start_s: fl
             t = round(r["t_s"], 2)
             queued[t] = queued.get(t, 0) + (r["backlog_pkts"] or 0)
     return bool(queued) and all(q > 0 for q in queued.values())
+
+
+def rtt_checks(flows: list[dict[str, Any]], link_rows: list[dict[str, Any]]) -> tuple[list[Check], dict[str, str]]:
+    """The base-RTT checks of a run where delay applies, from its summary's flows (``min_rtt_ms``, ``path``,
+    ``base_rtt_ms``, start and duration) and its link polls: (checks, not applicable).
+
+    Each flow from below only: the traffic's queues can raise a flow's minimum RTT, only the emulator lowers it.
+    From both sides, the shortest RTT of the flows sharing a path and a base RTT (a flow that joins a queue the
+    others keep, or whose packets always meet one, never samples the bare path while one beside it may), unless
+    every poll while they ran found a queue on the path; and the network's shortest against the shortest base."""
+    checks: list[Check] = []
+    na: dict[str, str] = {}
+    sampled = [f for f in flows if f.get("min_rtt_ms") is not None]
+    if not sampled:
+        return checks, {"base_rtt_ms": "no RTT sample from tcp_info"}
+    groups: dict[tuple[tuple[str, ...], float], list[dict[str, Any]]] = {}
+    for f in sampled:
+        base = f["base_rtt_ms"]
+        checks.append(
+            Check(f"{f['id']}.base_rtt_ms", f["min_rtt_ms"], base - RTT_TOLERANCE_MS, None, f"spec {base:g} ms")
+        )
+        groups.setdefault((tuple(f["path"]), base), []).append(f)
+    bases = Counter(path for path, _base in groups)
+    for (path, base), members in groups.items():
+        name = "+".join(path) + (f"@{base:g}ms" if bases[path] > 1 else "") + ".base_rtt_ms"
+        got = min(f["min_rtt_ms"] for f in members)
+        start = min(f["start_s"] for f in members)
+        end = max(f["start_s"] + f["duration_s"] for f in members)
+        if got > base + RTT_TOLERANCE_MS and queue_never_emptied(link_rows, list(path), start, end):
+            na[name] = f"min RTT {got:.3f} ms: every poll while its flows ran found a queue on the path"
+        else:
+            ids = ", ".join(f["id"] for f in members)
+            checks.append(
+                Check(name, got, base - RTT_TOLERANCE_MS, base + RTT_TOLERANCE_MS, f"spec {base:g} ms; {ids}")
+            )
+    want = min(f["base_rtt_ms"] for f in sampled)
+    got = min(f["min_rtt_ms"] for f in sampled)
+    checks.append(Check("base_rtt_ms", got, want - RTT_TOLERANCE_MS, want + RTT_TOLERANCE_MS))
+    return checks, na
+
+
+def _is_rtt_check(name: str) -> bool:
+    return name == "base_rtt_ms" or name.endswith(".base_rtt_ms")
+
+
+def _check_note(c: Check) -> str:
+    return f"{c.name} = {c.value} outside [{c.lo}, {c.hi}]" + (f" ({c.note})" if c.note else "")
+
+
+def rejudged(summ: dict[str, Any], link_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``summ``'s fidelity with its base-RTT checks judged by this version's rule (``rtt_checks``), from the run's
+    own summary and link polls: runs recorded under an earlier rule are then judged alike."""
+    fid = summ["fidelity"]
+    if not summ.get("bottleneck", {}).get("delay_applied"):
+        return fid
+    checks, na = rtt_checks(summ["flows"], link_rows)
+    old = {n: c for n, c in fid["checks"].items() if _is_rtt_check(n)}
+    stale = {_check_note(Check(n, c["value"], c["lo"], c["hi"], c.get("note", ""))) for n, c in old.items()}
+    notes = [n for n in fid["notes"] if n not in stale and not n.startswith("run incomplete:")]
+    notes += [_check_note(c) for c in checks if not c.ok]
+    if not summ.get("complete"):
+        notes.append(f"run incomplete: {summ.get('reason')}")
+    kept = {n: c for n, c in fid["checks"].items() if n not in old}
+    return {
+        **fid,
+        "ok": bool(summ.get("complete")) and not notes,
+        "notes": notes,
+        "checks": kept | {c.name: c.as_dict() for c in checks},
+        "not_applicable": {n: w for n, w in fid["not_applicable"].items() if not _is_rtt_check(n)} | na,
+    }
 
 
 def window_rate(rows: list[dict[str, Any]], start_s: float, end_s: float) -> tuple[float | None, float]:
@@ -380,23 +451,10 @@ def build(
             checks.append(
                 Check(f"{mf.id}.throughput_over_goodput", round(tput / gp, 4), lo, round(hi + extra, 4), note)
             )
-        if delay_applied and min_rtt is not None:
-            lo, hi = base_rtt - RTT_TOLERANCE_MS, base_rtt + RTT_TOLERANCE_MS
-            if min_rtt > hi and queue_never_emptied(series.link, path, sf.start_s, sf.start_s + sf.duration_s):
-                # no sample of this flow could see an empty path: its minimum RTT includes the traffic's queue;
-                # the network-wide base_rtt_ms check below still judges the emulator
-                not_applicable[f"{mf.id}.base_rtt_ms"] = (
-                    f"min RTT {min_rtt:.3f} ms: every poll while it ran found a queue on its path"
-                )
-            else:
-                checks.append(Check(f"{mf.id}.base_rtt_ms", round(min_rtt, 3), lo, hi, note=f"spec {base_rtt:g} ms"))
-    if delay_applied and not min_rtts:
-        not_applicable["base_rtt_ms"] = "no RTT sample from tcp_info"
-    if delay_applied and min_rtts:
-        # the network's shortest RTT against the shortest base RTT of the spec's TCP flows
-        want = min(paths[f][1] for f in min_rtts if f in paths)
-        got = min(min_rtts.values())
-        checks.append(Check("base_rtt_ms", round(got, 3), want - RTT_TOLERANCE_MS, want + RTT_TOLERANCE_MS))
+    if delay_applied:
+        rtt, rtt_na = rtt_checks(out_flows, series.link)
+        checks += rtt
+        not_applicable |= rtt_na
     if cpu_busy is not None:
         checks.append(Check("cpu_busy_fraction", round(cpu_busy, 3), None, CPU_BUSY_LIMIT))
     mptcp = [
@@ -408,11 +466,7 @@ def build(
     per_flow = spec_flow_rates(out_flows)
     rates = list(per_flow.values())
     interval_j = [r["jain"] for r in series.link if r["jain"] is not None and r.get("link", "l1") == links[0]["id"]]
-    notes += [
-        f"{c.name} = {c.value} outside [{c.lo}, {c.hi}]" + (f" ({c.note})" if c.note else "")
-        for c in checks
-        if not c.ok
-    ]
+    notes += [_check_note(c) for c in checks if not c.ok]
     if not complete:
         notes.append(f"run incomplete: {reason}")
     first = dict(links[0])

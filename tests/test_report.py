@@ -457,7 +457,8 @@ def test_a_reference_archive_regenerates_the_report(tmp_path: Path) -> None:
 
 def test_source_hash_covers_the_tracked_data_plane_and_algorithm_sources(tmp_path: Path) -> None:
     """A run's hash covers the shared sources and its own target's, tracked, as in the working tree; another
-    target's sources are not part of it (an FPGA change leaves a kernel campaign's runs poolable)."""
+    target's sources are not part of it (an FPGA change leaves a kernel campaign's runs poolable), nor is the
+    documentation beside them (a README's edit neither)."""
     repo = tmp_path / "repo"
     names = (
         "p4/ebpf/a.bpf.c",
@@ -468,6 +469,7 @@ def test_source_hash_covers_the_tracked_data_plane_and_algorithm_sources(tmp_pat
         "controller/dataplane/kernel.py",
         "controller/dataplane/fpgasim.py",
         "docs/readme.md",
+        "p4/ebpf/README.md",
     )
     for name in names:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -477,6 +479,7 @@ def test_source_hash_covers_the_tracked_data_plane_and_algorithm_sources(tmp_pat
     kernel, fpga = rundir.source_hash("kernel", repo), rundir.source_hash("fpga-sim", repo)
     assert re.fullmatch(r"[0-9a-f]{64}", kernel) and kernel != fpga
     (repo / "docs/readme.md").write_text("changed")  # outside the source directories
+    (repo / "p4/ebpf/README.md").write_text("changed")  # documentation beside the sources
     (repo / "p4/ebpf/untracked.bpf.c").write_text("new")  # not tracked
     assert (rundir.source_hash("kernel", repo), rundir.source_hash("fpga-sim", repo)) == (kernel, fpga)
     for other in ("p4/v1model/b.p4", "fpga/rtl/e.v", "controller/dataplane/fpgasim.py"):  # not the kernel's

@@ -106,10 +106,14 @@ def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == r or path.startswith(r + "/") for r in roots)
 
 
+#: documentation beside the sources, left out of the source hash: a README's edit must not split a campaign's pool
+DOC_SUFFIX = ".md"
+
+
 def source_hash(dataplane: str, repo: Path = system.REPO) -> str:
-    """sha256 over the files git tracks under `source_paths(dataplane)`, as they are in the working tree when the
-    run starts: each file's path, a NUL, its content's sha256 (or "deleted"), a NUL, in path order.  "unknown"
-    without git; a run with it is pooled with no other."""
+    """sha256 over the files git tracks under `source_paths(dataplane)` but their documentation (DOC_SUFFIX), as
+    they are in the working tree when the run starts: each file's path, a NUL, its content's sha256 (or
+    "deleted"), a NUL, in path order.  "unknown" without git; a run with it is pooled with no other."""
     if given := os.environ.get(TREE_ENV[1]):
         return given
     hashed, left_out = source_paths(dataplane)
@@ -123,7 +127,8 @@ def source_hash(dataplane: str, repo: Path = system.REPO) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     h = hashlib.sha256()
-    for name in sorted(p for p in listed.decode().split("\0") if p and not _under(p, left_out)):
+    names = (p for p in listed.decode().split("\0") if p and not p.endswith(DOC_SUFFIX) and not _under(p, left_out))
+    for name in sorted(names):
         try:
             digest = hashlib.sha256((repo / name).read_bytes()).hexdigest()
         except FileNotFoundError:

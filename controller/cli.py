@@ -310,7 +310,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="cclab-reference-") as tmp:
             dirs = pool.unpack(archive, Path(tmp))
             dest = Path(args.out) if args.out else archive.parent / archive.name.removesuffix(".tar.xz")
-            written = report.write(dirs, dest, args.source_hash, everything=args.all_runs)
+            names = pool.labels(archive, dirs)
+            written = report.write(dirs, dest, args.source_hash, everything=args.all_runs, labels=names)
     else:
         dirs = [Path(d) for d in args.sweep_dir]
         if args.pack:  # first: the raw runs are kept even where none can be pooled yet

@@ -453,6 +453,8 @@ def test_a_reference_archive_regenerates_the_report(tmp_path: Path) -> None:
     assert {k: {c: v for c, v in r.items() if c != "sweep"} for k, r in ours.items()} == {
         k: {c: v for c, v in r.items() if c != "sweep"} for k, r in theirs.items()
     }
+    # named by the archive, not by the directory it was unpacked into and removed
+    assert {r["sweep"] for r in theirs.values()} == {f"{archive}/d0"}
 
 
 def test_source_hash_covers_the_tracked_data_plane_and_algorithm_sources(tmp_path: Path) -> None:

@@ -67,6 +67,15 @@ class Pool:
     """Complete runs not pooled, each with its reason."""
     rejudged: list[tuple[Path, bool]] = field(default_factory=list)
     """Runs whose fidelity verdict by this version's rule differs from their summary.json's: (run, recorded ok)."""
+    labels: dict[Path, str] = field(default_factory=dict)
+    """How a report names a sweep directory (an archive's unpacked one by the archive); the path by default."""
+
+    def shown(self, path: Path) -> str:
+        """``path`` (a sweep or run directory) as a report names it."""
+        for d, label in self.labels.items():
+            if path == d or d in path.parents:
+                return str(Path(label) / path.relative_to(d))
+        return str(path)
 
     def fidelity_failed(self) -> list[Run]:
         return [r for r, why in self.left_out if why.startswith(FIDELITY)]
@@ -94,10 +103,16 @@ def _failed_checks(summary: dict[str, Any]) -> str:
     return "; ".join(names + [str(n) for n in fid.get("notes", [])]) or "see its summary.json"
 
 
-def collect(sweep_dirs: list[Path], source_hash: str | None = None, *, everything: bool = False) -> Pool:
+def collect(
+    sweep_dirs: list[Path],
+    source_hash: str | None = None,
+    *,
+    everything: bool = False,
+    labels: dict[Path, str] | None = None,
+) -> Pool:
     """Every complete run of the directories, pooled or left out with its reason. ``source_hash``: the pool's
     (default: the one most clean runs have; on a tie, the newest run's). ``everything``: pool every complete run
-    (a look during development; nothing is judged on it)."""
+    (a look during development; nothing is judged on it). ``labels``: Pool.labels."""
     if not sweep_dirs:
         raise SweepError("give at least one sweep directory (or --from-reference FILE)")
     manifests = [(d, _load(d)) for d in sweep_dirs]
@@ -133,12 +148,12 @@ def collect(sweep_dirs: list[Path], source_hash: str | None = None, *, everythin
         counts = Counter(r.source_hash for r in clean)
         newest = {r.source_hash: r.run_dir.name for r in clean}
         source_hash = max(counts, key=lambda h: (counts[h], newest[h])) if counts else "unknown"
-    pool = Pool(base, list(sweep_dirs), source_hash, everything, rejudged=rejudged)
+    pool = Pool(base, list(sweep_dirs), source_hash, everything, rejudged=rejudged, labels=labels or {})
     seen: dict[tuple[int, Any], Run] = {}
     for r in found:
         why = None if everything else _why_not(r, source_hash)
         if why is None and (other := seen.get((r.point["index"], r.point["seed"]))) is not None:
-            why = f"same seed as {other.run_dir} at its point (not an independent repetition)"
+            why = f"same seed as {pool.shown(other.run_dir)} at its point (not an independent repetition)"
         if why is None:
             seen[(r.point["index"], r.point["seed"])] = r
             pool.runs.append(r)
@@ -201,7 +216,8 @@ def pack(sweep_dirs: list[Path], archive: Path) -> Path:
 
 
 def unpack(archive: Path, into: Path) -> list[Path]:
-    """The sweep directories of a reference archive, extracted under ``into``."""
+    """The sweep directories of a reference archive, extracted under ``into`` (a report names each
+    ``<archive>/d<k>``: ``labels``)."""
     try:
         with tarfile.open(archive, "r:xz") as tar:
             for m in tar.getmembers():  # what pack writes: plain files and directories under d<k>/
@@ -214,3 +230,8 @@ def unpack(archive: Path, into: Path) -> list[Path]:
     if not dirs:
         raise SweepError(f"{archive}: holds no sweep directory")
     return dirs
+
+
+def labels(archive: Path, dirs: list[Path]) -> dict[Path, str]:
+    """The names a report gives an archive's unpacked sweep directories: the archive's path and d<k>."""
+    return {d: f"{archive}/{d.name}" for d in dirs}

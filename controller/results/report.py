@@ -22,6 +22,7 @@ import json
 import logging
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,10 +185,12 @@ def per_path(s: dict[str, Any]) -> dict[tuple[str, str], float]:
     return out
 
 
-def _run_row(run: pool_mod.Run, point_values: dict[int, dict[str, Any]], pooled: bool, why: str) -> dict[str, Any]:
+def _run_row(
+    run: pool_mod.Run, point_values: dict[int, dict[str, Any]], pooled: bool, why: str, shown: Callable[[Path], str]
+) -> dict[str, Any]:
     pt = run.point
     row: dict[str, Any] = {"point": pt["index"], "rep": pt["rep"], "seed": pt["seed"], **point_values[pt["index"]]}
-    row.update(sweep=str(run.sweep_dir), run_dir=str(run.run_dir.relative_to(run.sweep_dir)))
+    row.update(sweep=shown(run.sweep_dir), run_dir=str(run.run_dir.relative_to(run.sweep_dir)))
     row.update(commit=run.commit, source_hash=run.source_hash, pooled=pooled, left_out=why)
     row.update(n_flows=len(run.summary["flows"]), fidelity_ok=run.summary["fidelity"]["ok"])
     row["duration_s"] = run.manifest.get("spec", {}).get("duration_s")
@@ -206,7 +209,7 @@ def tables(pool: pool_mod.Pool, warmup_s: float = 0.0) -> tuple[list[str], list[
     point_values = {pt["index"]: {k: _cell(v) for k, v in pt["values"].items()} for pt in manifest["points"]}
     for run, why in [(r, "") for r in pool.runs] + pool.left_out:
         pt, run_dir, s = run.point, run.run_dir, run.summary
-        row = _run_row(run, point_values, not why, why)
+        row = _run_row(run, point_values, not why, why, pool.shown)
         if warmup_s > 0:
             s = window.windowed(run_dir, s, warmup_s)
         fid_failed[pt["index"]] += why.startswith(pool_mod.FIDELITY)
@@ -484,19 +487,24 @@ def _judge(
 
 
 def write(
-    sweep_dirs: list[Path], out_dir: Path | None = None, source_hash: str | None = None, *, everything: bool = False
+    sweep_dirs: list[Path],
+    out_dir: Path | None = None,
+    source_hash: str | None = None,
+    *,
+    everything: bool = False,
+    labels: dict[Path, str] | None = None,
 ) -> list[Path]:
     """Pool the sweep directories' runs (controller.results.pool); write runs.csv, table.csv, ratios.csv, the
     verdicts of the spec's claims file (with the tables over [warmup_s, end] its warm-ups need) and the plots
     under out_dir (default FIRST_SWEEP_DIR/report).  ``everything``: every complete run, whatever its tree,
-    hash and fidelity, and no verdicts."""
-    pool = pool_mod.collect(sweep_dirs, source_hash, everything=everything)
+    hash and fidelity, and no verdicts.  ``labels``: how runs.csv and verdicts.md name the directories."""
+    pool = pool_mod.collect(sweep_dirs, source_hash, everything=everything, labels=labels)
     manifest = pool.manifest
     out = out_dir or sweep_dirs[0] / "report"
     paths, run_rows, stat_rows = tables(pool)
     if not pool.runs:
-        why = f"; left out: {pool.left_out[0][0].run_dir}: {pool.left_out[0][1]}" if pool.left_out else ""
-        raise SweepError(f"{sweep_dirs[0]} has no complete run to pool yet{why}")
+        why = f"; left out: {pool.shown(pool.left_out[0][0].run_dir)}: {pool.left_out[0][1]}" if pool.left_out else ""
+        raise SweepError(f"{pool.shown(sweep_dirs[0])} has no complete run to pool yet{why}")
     paper = paper_numbers(manifest)
     ratio_rows = ratios(manifest, run_rows)
     written = _write_tables(out, paths, run_rows, stat_rows, ratio_rows, paper)

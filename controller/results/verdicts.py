@@ -203,10 +203,10 @@ def write(
     for r in out_rows:
         cells = [f"**{r[k]}**" if k == "verdict" else str(r[k]).replace("|", "\\|") for k in md_cols]
         lines.append("| " + " | ".join(cells) + " |")
-    left = [f"- {run.run_dir}: {why}" for run, why in pool.left_out]
+    left = [f"- {pool.shown(run.run_dir)}: {why}" for run, why in pool.left_out]
     left += [
-        f"- {run_dir}: its summary.json says fidelity {'passed' if ok else 'failed'}; by this version's base-RTT"
-        f" rule it {'fails' if ok else 'passes'} (docs/measurement.md)"
+        f"- {pool.shown(run_dir)}: its summary.json says fidelity {'passed' if ok else 'failed'}; by this version's"
+        f" base-RTT rule it {'fails' if ok else 'passes'} (docs/measurement.md)"
         for run_dir, ok in pool.rejudged
     ]
     head = f"Pooled runs: {len(pool.runs)}, source hash {pool.source_hash[:12]}; left out: {len(pool.left_out)}"

@@ -96,7 +96,8 @@ def state(spec_path: Path) -> SweepState:
 
 
 def _fidelity_ok(run_dir: Path) -> bool:
-    return bool(json.loads((run_dir / "summary.json").read_text())["fidelity"]["ok"])
+    """As a report judges it (pool.fidelity), so status and report count the same runs."""
+    return bool(pool.fidelity(run_dir, json.loads((run_dir / "summary.json").read_text()))["ok"])
 
 
 def stop_requested() -> bool:

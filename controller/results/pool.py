@@ -134,7 +134,7 @@ def collect(
             if not summ.get("complete"):
                 continue
             recorded = summ["fidelity"]["ok"]
-            summ["fidelity"] = summary_mod.rejudged(summ, _link_polls(run_dir / "link.csv"))
+            summ["fidelity"] = fidelity(run_dir, summ)
             if summ["fidelity"]["ok"] != recorded:
                 rejudged.append((run_dir, recorded))
             try:
@@ -160,6 +160,11 @@ def collect(
         else:
             pool.left_out.append((r, why))
     return pool
+
+
+def fidelity(run_dir: Path, summ: dict[str, Any]) -> dict[str, Any]:
+    """A run's fidelity check as this version judges it, from its summary.json (``summ``) and link.csv."""
+    return summary_mod.rejudged(summ, _link_polls(run_dir / "link.csv"))
 
 
 def _link_polls(path: Path) -> list[dict[str, Any]]:

@@ -92,7 +92,7 @@ def rtt_checks(flows: list[dict[str, Any]], link_rows: list[dict[str, Any]]) -> 
         groups.setdefault((tuple(f["path"]), base), []).append(f)
     bases = Counter(path for path, _base in groups)
     for (path, base), members in groups.items():
-        name = "+".join(path) + (f"@{base:g}ms" if bases[path] > 1 else "") + ".base_rtt_ms"
+        name = ("+".join(path) or "unlinked") + (f"@{base:g}ms" if bases[path] > 1 else "") + ".base_rtt_ms"
         got = min(f["min_rtt_ms"] for f in members)
         start = min(f["start_s"] for f in members)
         end = max(f["start_s"] + f["duration_s"] for f in members)

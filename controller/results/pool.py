@@ -164,7 +164,7 @@ def collect(
 
 def fidelity(run_dir: Path, summ: dict[str, Any]) -> dict[str, Any]:
     """A run's fidelity check as this version judges it, from its summary.json (``summ``) and link.csv."""
-    return summary_mod.rejudged(summ, _link_polls(run_dir / "link.csv"))
+    return summary_mod.rejudged(summ, lambda: _link_polls(run_dir / "link.csv"))
 
 
 def _link_polls(path: Path) -> list[dict[str, Any]]:

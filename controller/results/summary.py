@@ -10,8 +10,9 @@ spec says so in ``fidelity`` instead of passing silently.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,9 +71,12 @@ def queue_never_emptied(rows: list[dict[str, Any]], path: list[str], start_s: fl
     return bool(queued) and all(q > 0 for q in queued.values())
 
 
-def rtt_checks(flows: list[dict[str, Any]], link_rows: list[dict[str, Any]]) -> tuple[list[Check], dict[str, str]]:
+def rtt_checks(
+    flows: list[dict[str, Any]], link_rows: Callable[[], list[dict[str, Any]]]
+) -> tuple[list[Check], dict[str, str]]:
     """The base-RTT checks of a run where delay applies, from its summary's flows (``min_rtt_ms``, ``path``,
-    ``base_rtt_ms``, start and duration) and its link polls: (checks, not applicable).
+    ``base_rtt_ms``, start and duration) and its link polls (``link_rows``, called only where a path's shortest RTT
+    is over its bound: a recorded run's link.csv is then read only for such a run): (checks, not applicable).
 
     Each flow from below only: the traffic's queues can raise a flow's minimum RTT, only the emulator lowers it.
     From both sides, the shortest RTT of the flows sharing a path and a base RTT (a flow that joins a queue the
@@ -83,6 +87,7 @@ def rtt_checks(flows: list[dict[str, Any]], link_rows: list[dict[str, Any]]) -> 
     sampled = [f for f in flows if f.get("min_rtt_ms") is not None]
     if not sampled:
         return checks, {"base_rtt_ms": "no RTT sample from tcp_info"}
+    polls = functools.cache(link_rows)
     groups: dict[tuple[tuple[str, ...], float], list[dict[str, Any]]] = {}
     for f in sampled:
         base = f["base_rtt_ms"]
@@ -96,7 +101,7 @@ def rtt_checks(flows: list[dict[str, Any]], link_rows: list[dict[str, Any]]) -> 
         got = min(f["min_rtt_ms"] for f in members)
         start = min(f["start_s"] for f in members)
         end = max(f["start_s"] + f["duration_s"] for f in members)
-        if got > base + RTT_TOLERANCE_MS and queue_never_emptied(link_rows, list(path), start, end):
+        if got > base + RTT_TOLERANCE_MS and queue_never_emptied(polls(), list(path), start, end):
             na[name] = f"min RTT {got:.3f} ms: every poll while its flows ran found a queue on the path"
         else:
             ids = ", ".join(f["id"] for f in members)
@@ -117,9 +122,10 @@ def _check_note(c: Check) -> str:
     return f"{c.name} = {c.value} outside [{c.lo}, {c.hi}]" + (f" ({c.note})" if c.note else "")
 
 
-def rejudged(summ: dict[str, Any], link_rows: list[dict[str, Any]]) -> dict[str, Any]:
+def rejudged(summ: dict[str, Any], link_rows: Callable[[], list[dict[str, Any]]]) -> dict[str, Any]:
     """``summ``'s fidelity with its base-RTT checks judged by this version's rule (``rtt_checks``), from the run's
-    own summary and link polls: runs recorded under an earlier rule are then judged alike."""
+    own summary and link polls (``link_rows``, as rtt_checks takes them): runs recorded under an earlier rule are
+    then judged alike."""
     fid = summ["fidelity"]
     if not summ.get("bottleneck", {}).get("delay_applied"):
         return fid
@@ -452,7 +458,7 @@ def build(
                 Check(f"{mf.id}.throughput_over_goodput", round(tput / gp, 4), lo, round(hi + extra, 4), note)
             )
     if delay_applied:
-        rtt, rtt_na = rtt_checks(out_flows, series.link)
+        rtt, rtt_na = rtt_checks(out_flows, lambda: series.link)
         checks += rtt
         not_applicable |= rtt_na
     if cpu_busy is not None:

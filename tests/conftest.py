@@ -99,9 +99,10 @@ def panic_is_ours(trace: str) -> bool:
     return bool(re.search(rf"\[tcp_({'|'.join(CCLAB_ALGOS)})\]|bpf_prog_", trace))
 
 
-#: Software emulation's own faults: CI saw a double fault whose saved RFLAGS had reserved bits set (which no CPU
-#: pushes) in the slab allocator under a receiver's ACK, once in about 20 boots, in no cclab code.  A lab VM test
-#: boots once more after such a panic, printing it; a panic whose trace runs through cclab's code fails at once.
+#: Software emulation's own faults: under QEMU 7.2 CI saw guest kernels oops in no cclab code (a double fault
+#: whose saved RFLAGS had reserved bits set, which no CPU pushes; NULL dereferences in the slab allocator and in
+#: net_rx_action), a race in multi-threaded TCG that QEMU 8.1 fixed (vm/README.md).  A lab VM test boots once more
+#: after such a panic, printing it; a panic whose trace runs through cclab's code fails at once.
 _PANIC_SEEN = re.compile(r"the lab VM's kernel panicked .*?; see (\S+/console\.log)")
 
 

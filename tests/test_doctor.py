@@ -170,3 +170,19 @@ def test_doctor_in_the_lab_vm_differs_where_the_kernels_differ() -> None:
     assert {names[k] for k in rows_differ if k in names} == differ, (rows_differ, differ)
     print("host :", {k: host[k]["ok"] for k in sorted(kernel_rows)})
     print("guest:", {k: guest[k]["ok"] for k in sorted(kernel_rows)})
+
+
+def test_a_qemu_with_the_tcg_race_is_told_by_its_version() -> None:
+    """QEMU before 8.1 lets a software-emulated guest's kernel oops at random; vm.accel says so there."""
+    from controller.vm.accel import qemu_version, tcg_race
+
+    assert tcg_race("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)")
+    assert tcg_race("QEMU emulator version 8.0.4 (Debian 1:8.0.4+dfsg-1ubuntu3.23.10.3)")
+    assert not tcg_race("QEMU emulator version 8.1.0")
+    assert not tcg_race("QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)")
+    assert not tcg_race("absent")
+    row = _rows(_doctor())["vm.accel"]
+    if tcg_race(qemu_version()) and "KVM works" not in row["reason"]:
+        assert not row["ok"] and "QEMU 8.1" in row["reason"], row
+    else:
+        assert "TCG race" not in row["reason"], row

@@ -169,6 +169,31 @@ if [ "$kmod" = 1 ]; then
 	fi
 fi
 
+# QEMU before 8.1 has a race in multi-threaded software emulation (TCG) that
+# upstream fixed in 8.1 ("accel/tcg: Always lock pages before translation"):
+# a guest translates code while another vCPU changes it, and the guest's kernel
+# oopses at random, in code it patched or in its network stack.  Where KVM is
+# unusable the lab VM and the box run under TCG, so on Debian 12, whose QEMU is
+# 7.2, both take QEMU from bookworm-backports.
+qemu_from_backports() {
+	local codename have
+	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	[ "$codename" = bookworm ] || return 0
+	have=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || true)
+	if [ -n "$have" ] && dpkg --compare-versions "$have" ge 1:8.1; then
+		return 0
+	fi
+	if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+		echo "deb http://deb.debian.org/debian bookworm-backports main" >/etc/apt/sources.list.d/cclab-bookworm-backports.list
+	fi
+	echo "provision: installing qemu-system-x86 and qemu-utils from bookworm-backports (QEMU 7.2's TCG race)"
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 qemu-utils >/dev/null
+}
+if [ "$role" = host ] && { [ "$vm" = 1 ] || [ "$vagrant" = 1 ]; }; then
+	qemu_from_backports
+fi
+
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

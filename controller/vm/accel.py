@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from controller import system
 from controller.vm.image import Image
 from controller.vm.settings import ACCEL_STATE, QEMU
 
+#: the QEMU release that fixed a race in multi-threaded software emulation: before it a guest's kernel oopses at
+#: random under TCG (vm/provision.sh installs a newer one on Debian 12)
+TCG_RACE_FIXED = (8, 1)
+
 
 def qemu_version() -> str:
     return system.tool_version([QEMU, "--version"])
+
+
+def tcg_race(version: str) -> bool:
+    """Whether this `qemu --version` line names a release with the TCG race (one it cannot parse: no)."""
+    m = re.search(r"version (\d+)\.(\d+)", version)
+    return m is not None and (int(m[1]), int(m[2])) < TCG_RACE_FIXED
 
 
 def _accel_key(img: Image) -> str:

@@ -88,6 +88,9 @@ exec -a "$2" /usr/bin/python3 -c "$3"
 BOX_ADD_TIMEOUT_S = 180
 UP_TIMEOUT_S = 420
 DEMO_TIMEOUT_S = 900
+#: the demo the box runs: under software emulation the box's two vCPUs carry the 100 Mbit/s demo only with the CPU
+#: over its fidelity bound (82 of 100 Mbit/s, 95.5 % busy), so the same demo at 40 Mbit/s
+DEMO = "experiments/demo-small.toml"
 DESTROY_TIMEOUT_S = 180
 DAEMON_START_S = 30
 #: a command in the guest, its output as it writes it (no terminal: no carriage returns, no colours)
@@ -426,7 +429,9 @@ def test_vagrant_up_runs_the_demo_in_the_box_and_leaves_nothing(vagrant_here: No
             # the P4 provisioner says in one line why it does not run on this Debian guest
             assert re.search(r"p4: skipped: the p4lang packages are built for Ubuntu", res.stdout), _tail(res)
 
-            demo, times["make demo"] = _vagrant(box, [*SSH, "cd /vagrant && sudo make demo"], DEMO_TIMEOUT_S)
+            demo, times["make demo"] = _vagrant(
+                box, [*SSH, f"cd /vagrant && sudo make demo DEMO={DEMO}"], DEMO_TIMEOUT_S
+            )
             assert demo.returncode == 0, f"make demo in the box: exit {demo.returncode}:\n{_tail(demo, box)}"
             m = re.search(r"^results \((\w+)\): (\S+)$", demo.stdout, re.M)
             assert m, f"make demo printed no results line:\n{_tail(demo)}"

@@ -88,6 +88,17 @@ def kernel_release() -> str:
     return os.uname().release
 
 
+def software_emulated() -> bool:
+    """Whether this machine is a QEMU guest under software emulation (TCG), where timers fire late: QEMU's DMI
+    vendor without kvm-clock, the clock source only KVM offers (a Vagrant box with libvirt's qemu domain type)."""
+    try:
+        vendor = Path("/sys/class/dmi/id/sys_vendor").read_text().strip()
+        clocks = Path("/sys/devices/system/clocksource/clocksource0/available_clocksource").read_text().split()
+    except OSError:
+        return False
+    return vendor == "QEMU" and "kvm-clock" not in clocks
+
+
 def tool_version(args: list[str]) -> str:
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=10)

@@ -15,6 +15,7 @@ One idea per file:
 - share.py     the work tree and the control directory shared with the guest
 - qemu.py      one boot: the qemu command line and the process
 - run.py       one command in the VM (run_in_vm), one experiment (run_spec_in_vm)
+- kmod.py      cclab's modules for the image's kernel, built natively in a chroot of it
 - bench.py     throughput through the VM's emulated bottleneck
 - baseline.py  a path's RTT by ping in the same run: what RTT checks bound the emulation's lift by
 - __main__.py  ``/usr/bin/python3 -m controller.vm build|info|run|bench`` (stdlib

@@ -102,15 +102,8 @@ def box_path() -> Path:
     return Path(out.strip())
 
 
-#: the tier is not finished (the demo has not yet completed inside the box): it runs where asked for, and is
-#: neither in CI nor counted as passed until it has passed there (vm/README.md, "Vagrant")
-ENABLED = os.environ.get("CCLAB_VAGRANT_TEST") == "1"
-
-
 def vagrant_missing() -> str | None:
     """Why the vagrant test cannot run here, or None."""
-    if not ENABLED:
-        return "the vagrant tier is unfinished and runs only with CCLAB_VAGRANT_TEST=1 (vm/README.md, Vagrant)"
     if os.geteuid() != 0:
         return "needs root (libvirtd, namespaces)"
     for tool in ("vagrant", "libvirtd", "virtlogd", "virsh", "qemu-system-x86_64", "unshare", "nsenter", "rsync"):

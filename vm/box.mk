@@ -21,7 +21,7 @@ box: box-tools
 	$(Q)CCLAB_BOX_CACHE=$(BOX_CACHE) vm/box/build-box.sh
 
 box-test: box venv
-	$(Q)CCLAB_VAGRANT_TEST=1 CCLAB_BOX_CACHE=$(BOX_CACHE) $(PY) -m pytest -p no:cacheprovider -v -rA tests/test_vagrant.py
+	$(Q)CCLAB_BOX_CACHE=$(BOX_CACHE) $(PY) -m pytest -p no:cacheprovider -v -rA tests/test_vagrant.py
 
 box-clean:
 	rm -rf $(BOX_CACHE)

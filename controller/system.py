@@ -88,6 +88,7 @@ def kernel_release() -> str:
     return os.uname().release
 
 
+@functools.cache
 def software_emulated() -> bool:
     """Whether this machine is a QEMU guest under software emulation (TCG), where timers fire late: QEMU's DMI
     vendor without kvm-clock, the clock source only KVM offers (a Vagrant box with libvirt's qemu domain type)."""

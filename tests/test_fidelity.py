@@ -12,7 +12,7 @@ from controller import spec
 from controller.dataplane import FlowCounters, Snapshot
 from controller.experiment import runner
 from controller.measure.metrics import binomial_interval
-from controller.measure.monitor import Series
+from controller.measure.monitor import Monitor, Series
 from controller.results import summary
 from tests.conftest import loss_interval
 
@@ -244,3 +244,14 @@ def test_a_recorded_run_is_rejudged_by_todays_rule() -> None:
     summ["fidelity"]["notes"].append("backlogged_rate_over_rate = 0.9 outside [0.98, 1.02]")
     fid = summary.rejudged(summ, lambda: rows)
     assert not fid["ok"] and fid["notes"] == ["backlogged_rate_over_rate = 0.9 outside [0.98, 1.02]"], fid
+
+
+def test_monitor_timing_gives_the_quantiles_of_its_polls_lateness() -> None:
+    mon = Monitor(links=[], flows=[], interval_s=0.1)
+    none = {f"{kind}_ms_{q}": None for kind in ("late", "wake") for q in ("p50", "p99", "max")}
+    assert mon.timing() == {"polls": 0, "waited": 0, **none}
+    mon.poll_late_s = [i / 1000 for i in range(100, 0, -1)]  # 100 ms down to 1 ms, in no order the quantiles need
+    mon.wake_late_s = [0.002] * 9 + [0.5]
+    t = mon.timing()
+    assert (t["polls"], t["late_ms_p50"], t["late_ms_p99"], t["late_ms_max"]) == (100, 51.0, 100.0, 100.0)
+    assert (t["waited"], t["wake_ms_p50"], t["wake_ms_p99"], t["wake_ms_max"]) == (10, 2.0, 500.0, 500.0)

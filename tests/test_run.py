@@ -79,6 +79,11 @@ def test_run_meets_contract_and_tolerances(tmp_path: Path) -> None:
             f"{f['id']}: in-network {f['throughput_bps']:.0f} vs iperf3 {f['iperf_goodput_bps']:.0f}"
         )
     assert 0 < s["jain"] <= 1
+    # the monitor's own timing: a poll every interval; lateness as quantiles, against the schedule and the wake-up asked
+    m = s["monitor"]
+    assert m["polls"] >= s["duration_s"] / s["interval_s"] - 2 and 0 < m["waited"] <= m["polls"], m
+    for kind in ("late", "wake"):
+        assert 0 <= m[f"{kind}_ms_p50"] <= m[f"{kind}_ms_p99"] <= m[f"{kind}_ms_max"], m
     for name in ("manifest.json", "flows.csv", "timeseries.csv", "link.csv", "cwnd.csv"):
         assert (out.run_dir / name).stat().st_size > 0, f"{name} empty"
     for name in ("throughput.png", "jain.png", "drops.png", "cwnd.png", "queue.png"):

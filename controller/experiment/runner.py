@@ -307,6 +307,8 @@ def _write(
         cpu_busy=ex.monitor.cpu_busy_fraction if ex.monitor else None,
         extra_notes=ex.notes,
     )
+    if ex.monitor is not None:
+        summ["monitor"] = ex.monitor.timing()
     if edge:  # switches = "ovs": the flows' counters at their senders' switches against the links'
         add_edge(summ, edge)
     if ex.fabric is not None:

@@ -190,6 +190,10 @@ class Monitor:
         self.series = Series()
         self.error: BaseException | None = None
         self.cpu_busy_fraction: float | None = None
+        #: how late each poll woke against its schedule (s): also the polls' own time, when they fall behind
+        self.poll_late_s: list[float] = []
+        #: how much later than asked each wait for a poll's time ended (s): the machine's own timer and scheduling delay
+        self.wake_late_s: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cclab-monitor", daemon=True)
         self._t0 = 0.0
@@ -236,6 +240,18 @@ class Monitor:
             self.on_update(self.live)
         return self.series
 
+    def timing(self) -> dict[str, Any]:
+        """How late the polls were (ms; median, 99th percentile, most): against their schedule (`late_ms_*`), and, of
+        those that waited for their time, against the time they asked to wake (`wake_ms_*`)."""
+        out: dict[str, Any] = {"polls": len(self.poll_late_s), "waited": len(self.wake_late_s)}
+        for name, xs in (("late", self.poll_late_s), ("wake", self.wake_late_s)):
+            late = sorted(xs)
+            n = len(late)
+            out[f"{name}_ms_p50"] = round(late[n // 2] * 1e3, 2) if n else None
+            out[f"{name}_ms_p99"] = round(late[min(n - 1, n * 99 // 100)] * 1e3, 2) if n else None
+            out[f"{name}_ms_max"] = round(late[-1] * 1e3, 2) if n else None
+        return out
+
     def _loop(self) -> None:
         prev = self.series.first
         assert prev is not None
@@ -243,7 +259,12 @@ class Monitor:
         try:
             while not self._stop.is_set():
                 deadline += self.interval_s
-                self._stop.wait(max(0.0, deadline - time.monotonic()))
+                asked = deadline - time.monotonic()
+                if not self._stop.wait(max(0.0, asked)):
+                    late = time.monotonic() - deadline
+                    self.poll_late_s.append(max(0.0, late))
+                    if asked > 0:
+                        self.wake_late_s.append(max(0.0, late))
                 snap = self._read()
                 self._interval(prev, snap)
                 prev = snap

@@ -296,6 +296,7 @@ def test_netem_dumbbell_run_measures_80ms_rtt(veth_pair: tuple[str, str], report
         ],
         "fidelity": summ["fidelity"]["ok"],
         "notes": summ["fidelity"]["notes"],
+        "monitor": summ.get("monitor"),
     }
     assert summ["complete"], f"run incomplete: {summ['reason']}"
     assert b["delay_applied"] is True, "the runner did not apply the delay (netem)"

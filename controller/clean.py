@@ -8,7 +8,8 @@ pinned BPF objects, and cclab's registered algorithms; for `switches = "ovs"`, t
 os-ken process, cclab's OVS bridges (also those added to an OVS the user runs, which
 is otherwise left alone) and the OVS daemons cclab started; the namespaces the
 Vagrant test brings its box up in (with the libvirtd, virtlogd, dnsmasq and qemu
-inside them) and their state directories; and it puts back
+inside them) and their state directories; the scratch directories a killed run
+or module build left in the temporary directory (cclab-p4-*, cclab-kmod-*); and it puts back
 the host sysctls a killed run left changed (controller/dataplane/sysctls.py).  It
 never touches a network device or process that cclab's naming does not match.
 """
@@ -20,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +41,9 @@ BRIDGE = re.compile(r"^(s\d+|dl\w*)$")
 #: namespace, so killing it ends every process inside (libvirtd, virtlogd, dnsmasq, qemu) and with the last of them
 #: the network namespace, its bridge and its firewall rules
 VAGRANT_NS_HOLDER = "cclab-vagrant-ns"
+#: the scratch directories of a run (its P4 program's staging) and of a module build (controller/vm/kmod.py), in
+#: the temporary directory: each removes its own unless it is killed
+SCRATCH = ("cclab-p4-*", "cclab-kmod-*")
 #: the state directories of those namespaces (libvirt's configuration, images and sockets, Vagrant's home):
 #: VAGRANT_STATE_ROOT/<run>
 VAGRANT_STATE_ROOT = Path("/var/tmp/cclab-vagrant")
@@ -137,6 +142,10 @@ def clean() -> list[str]:
         for d in sorted(system.PIN_ROOT.iterdir()):
             done.append(f"bpf pins {d}")
         remove_pins(system.PIN_ROOT)
+    tmp = Path(tempfile.gettempdir())
+    for d in sorted(d for pattern in SCRATCH for d in tmp.glob(pattern) if d.is_dir()):
+        shutil.rmtree(d, ignore_errors=True)
+        done.append(f"directory {d}")
     done += sysctls.restore_saved()
     from controller.experiment import executors
 

@@ -8,6 +8,7 @@ reboots (/run/cclab/vm-accel.json), keyed by the host kernel, qemu and image.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from controller.vm.settings import ACCEL_STATE, QEMU
 TCG_RACE_FIXED = (8, 1)
 
 
+@functools.cache  # `cclab doctor` asks twice (the KVM verdict's key, the TCG race): one qemu process
 def qemu_version() -> str:
     return system.tool_version([QEMU, "--version"])
 

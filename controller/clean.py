@@ -124,6 +124,12 @@ def remove_links() -> list[str]:
     return removed
 
 
+def scratch_dirs() -> list[Path]:
+    """The SCRATCH directories in the temporary directory now."""
+    tmp = Path(tempfile.gettempdir())
+    return sorted(d for pattern in SCRATCH for d in tmp.glob(pattern) if d.is_dir())
+
+
 def clean() -> list[str]:
     """Remove leftovers; return a line per thing removed."""
     system.require_root()
@@ -142,8 +148,7 @@ def clean() -> list[str]:
         for d in sorted(system.PIN_ROOT.iterdir()):
             done.append(f"bpf pins {d}")
         remove_pins(system.PIN_ROOT)
-    tmp = Path(tempfile.gettempdir())
-    for d in sorted(d for pattern in SCRATCH for d in tmp.glob(pattern) if d.is_dir()):
+    for d in scratch_dirs():
         shutil.rmtree(d, ignore_errors=True)
         done.append(f"directory {d}")
     done += sysctls.restore_saved()

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 import tomli_w
 
 from controller import cc, spec, system
-from controller.clean import SCRATCH
+from controller.clean import scratch_dirs
 from controller.dataplane import sysctls
 from controller.experiment import preflight, runner
 from controller.measure.metrics import binomial_interval
@@ -316,13 +315,9 @@ def test_sigint_stops_a_bench_not_only_its_point() -> None:
     assert leftovers() == [], "left behind after SIGINT"
 
 
-def _scratch() -> set[Path]:
-    return {d for pattern in SCRATCH for d in Path(tempfile.gettempdir()).glob(pattern)}
-
-
 def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
     before = _host_sysctls()
-    scratch_before = _scratch()
+    scratch_before = set(scratch_dirs())
     proc = _start_demo(tmp_path)
     run_dir = _wait_running(tmp_path, proc)
     time.sleep(1)
@@ -330,10 +325,10 @@ def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
     proc.communicate(timeout=10)
     left = leftovers()
     assert left, "a SIGKILLed run left nothing: this test would not notice a broken clean"
-    assert _scratch() - scratch_before, "a SIGKILLed run left no scratch directory: this test would not notice"
+    assert set(scratch_dirs()) - scratch_before, "a SIGKILLed run left no scratch directory: this test would not notice"
     clean = subprocess.run([*CCLAB, "clean"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert clean.returncode == 0, clean.stderr
     assert leftovers() == [], f"cclab clean left: {leftovers()}"
-    assert not _scratch(), f"cclab clean left scratch directories: {_scratch()}"
+    assert not scratch_dirs(), f"cclab clean left scratch directories: {scratch_dirs()}"
     assert _host_sysctls() == before, "cclab clean did not put the host's sysctls back"
     assert (run_dir / "INCOMPLETE").exists(), "a killed run must stay marked incomplete"

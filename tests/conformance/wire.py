@@ -6,7 +6,8 @@
                                                  drains, writes OUT.pcap, prints {"received": N}
 
 The sender paces on wire bytes (frame length, no FCS): frame i leaves when the
-frames before it would have taken that long at RATE_BPS; 0 sends back to back.
+frames before it would have taken that long at RATE_BPS (sleeping until then: a
+late wake-up sends what is due back to back); 0 sends back to back.
 LEAD_S > 0 pauses that long after the first frame (it is on the link, alone).
 The receiver keeps incoming frames only (not the host's own replies), each
 with the kernel's receive time (SO_TIMESTAMPNS), and writes them with
@@ -53,15 +54,21 @@ def send(iface: str, pcap: str, rate_bps: float, lead_s: float) -> None:
     for i, frame in enumerate(frames):
         if i == 1 and lead_s > 0:
             t0 += lead_s
-            while time.monotonic() < t0:
-                pass
+            _sleep_until(t0)
         if rate_bps > 0:
-            due = t0 + sent_bits / rate_bps
-            while time.monotonic() < due:
-                pass
+            _sleep_until(t0 + sent_bits / rate_bps)
             sent_bits += 8 * len(frame)
         s.send(frame)
     print(json.dumps({"sent": len(frames), "end": time.time()}), flush=True)
+
+
+def _sleep_until(due: float) -> None:
+    """Sleep, not spin, until `due` (time.monotonic()): a spinning sender took a whole core from the target under
+    test (fpga-sim's model needs one).  A wake-up some 0.1 ms late sends the frames due by then back to back: the
+    schedule is kept on average, never drifts."""
+    left = due - time.monotonic()
+    if left > 0:
+        time.sleep(left)
 
 
 def recv(iface: str, pcap: str) -> None:

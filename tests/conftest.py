@@ -9,11 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -157,6 +157,33 @@ def cclab_run(spec: Path, out: Path, vm: bool, timeout: float = 900) -> Run:
 
 
 #: Under CI=true the bmv2, fpga, lab and vagrant tiers must run: a skipped test of theirs is a failure there.
+#: how many times a measurement of times is tried where the emulator says it ran late (`on_time`)
+TIMED_TRIES = 3
+T = TypeVar("T")
+
+
+def on_time(attempt: Callable[[], T], late: Callable[[], int], who: str, tries: int = TIMED_TRIES) -> T:
+    """attempt() (sets up, sends, asserts what it measured of times and rates); once more, up to `tries` in all,
+    only where it failed while the emulator under test said it ran late: `late()` is its own count of late
+    moments (fpga-sim's model behind the wall clock, cclab-delay's releases over 1 ms late), so the host, not
+    the element, was slow.  A failure with the emulator on time is final; every repeated try is printed."""
+    for n in range(1, tries + 1):
+        late0 = late()
+        try:
+            return attempt()
+        except AssertionError as exc:
+            times = late() - late0
+            if times == 0:
+                raise
+            print(f"{who}: try {n} of {tries} failed with the emulator late {times} times: {exc}")
+            if n == tries:
+                raise AssertionError(
+                    f"{exc} ({who} ran late in each of {tries} tries, {times} times in the last: the host did not "
+                    "give it the CPU)"
+                ) from exc
+    raise AssertionError(f"tries = {tries}: nothing was tried")
+
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CI_TIERS = ("bmv2", "fpga", "lab", "vagrant")
 #: tier -> item nodeid -> outcome, for each tier's own count line
@@ -312,11 +339,16 @@ def pids(exe: str) -> list[str]:
 
 @contextmanager
 def kernel_dumbbell(
-    run_id: str, params: LinkParams, static_arp: bool = False, target: str = "kernel", flows: tuple[FlowKey, ...] = ()
+    run_id: str,
+    params: LinkParams,
+    static_arp: bool = False,
+    target: str = "kernel",
+    flows: tuple[FlowKey, ...] = (),
+    max_lag_ms: int = fpgasim.MAX_LAG_MS,
 ) -> Iterator[tuple[Any, Bottleneck]]:
     """A one-pair dumbbell of Linux bridges whose s1-eth1 -> s2-eth1 is the kernel target's bottleneck (or
-    `target`'s: fpga-sim takes s1-eth1's frames the same way), with the host sysctls a run sets (the bridges
-    without netfilter's hooks)."""
+    `target`'s: fpga-sim takes s1-eth1's frames the same way, its harness with lag limit `max_lag_ms`), with the
+    host sysctls a run sets (the bridges without netfilter's hooks)."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
 
@@ -328,6 +360,8 @@ def kernel_dumbbell(
     topo = mod.Dumbbell(pairs=1)
     net = tuned.build(lambda: Mininet(topo, switch=mod.CclabBridge, host=mod.CclabHost, controller=None))
     dp = make_bottleneck(target, Placement(run_id, "s1-eth1", "s2-eth1", flows))
+    if isinstance(dp, fpgasim.FpgaSimBottleneck):
+        dp.max_lag_ms = max_lag_ms
     try:
         net.start()
         if static_arp:

@@ -251,7 +251,7 @@ def test_run_on_the_element_in_the_loop(tmp_path: Path) -> None:
 
 def _lag(s: dict[str, Any]) -> dict[str, Any]:
     """Each direction's harness lag figures (how far the model fell behind the wall clock)."""
-    keys = ("max_lag_cycles", "lag_resets", "lag_lost_cycles")
+    keys = ("max_lag_cycles", "lag_resets", "lag_lost_cycles", "late_episodes")
     return {lid: {k: st["harness"][k] for k in keys} for lid, st in s["element_stats"].items()}
 
 

@@ -47,6 +47,9 @@ BINARY = system.BUILD / "fpga-sim" / HARNESS
 SOCKET_DIR = system.RUN_STATE / "fpga"
 READY_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
+#: how far the model may fall behind the wall clock before the harness forgets the rest (lag_resets,
+#: lag_lost_cycles), ms: a run's element is then late by at most this much, never by more
+MAX_LAG_MS = 20
 #: how often wait_drained reads the element's occupancy, seconds
 DRAIN_POLL_S = 0.02
 #: register offsets in the element's blocks (fpga/rtl/cclab_bottleneck.v, its header comment)
@@ -117,6 +120,9 @@ class FpgaSimBottleneck:
     """B: A's peer, where the element's output arrives."""
     flows: tuple[FlowKey, ...] = ()
     """Declared flows: table entries 0..n-1 in this order; the element's last entry counts the rest."""
+    max_lag_ms: int = MAX_LAG_MS
+    """The harness's lag limit (--max-lag-ms): the model catches up on a stall shorter than this, frames entering
+    at the cycles of their arrival; of a longer one the excess is forgotten and the element runs late."""
     clock_khz: int = field(default=0, init=False)
     final_stats: dict[str, Any] | None = field(default=None, init=False)
     """As the harness stopped (kept by teardown, `final_account`): its own counters, what the RTL counted,
@@ -180,6 +186,7 @@ class FpgaSimBottleneck:
         ((capture, _dev),) = self._steering.build()
         SOCKET_DIR.mkdir(parents=True, exist_ok=True)
         args = [str(BINARY), "--rx", capture, "--tx", self.egress_dev, "--socket", str(self.socket_path)]
+        args += ["--max-lag-ms", str(self.max_lag_ms)]
         self._proc = delayline.start(args)
         first = delayline.read_line(self._proc, READY_TIMEOUT_S)
         if first is None or first.get("ready") is not True:

@@ -25,7 +25,10 @@
  * the cycles of an idle link are not simulated).  When the model falls
  * behind the clock by more than --max-lag-ms (the host was busy), the
  * excess is forgotten and counted (lag_resets, lag_lost_cycles): the element
- * then runs late, never fast.
+ * then runs late, never fast.  Each time it falls more than LATE_MS behind
+ * (less than that only moves a frame by as much) late_episodes counts one:
+ * a reader that takes it before and after a stretch of traffic knows whether
+ * the element kept time through it.
  *
  * Registers: a Unix stream socket (fpga/sim/regproto.h) whose reads and
  * writes are AXI4-Lite transactions on the model, taking cycles as on a board.
@@ -79,6 +82,7 @@ constexpr int MAX_CLIENTS = 8;
 constexpr uint64_t CHUNK_CYCLES = 512;      /* cycles between looks at the sockets */
 constexpr uint64_t AXIL_TIMEOUT = 1000;     /* cycles a register access may take */
 constexpr uint64_t IDLE_CHECK_CYCLES = 1024;
+constexpr uint64_t LATE_MS = 5;             /* behind the clock by more: a late episode */
 constexpr int SOCK_BUF_BYTES = 16 << 20;
 constexpr uint32_t MAX_FRAME_BYTES = 1518;  /* MAX_LEN: the longest frame the bucket can be short of */
 
@@ -109,7 +113,7 @@ struct Counters {
 	uint64_t rx_frames = 0, rx_bytes = 0, oversize = 0;
 	uint64_t tx_frames = 0, tx_bytes = 0, tx_errors = 0, socket_drops = 0;
 	uint64_t reg_reads = 0, reg_writes = 0, reg_timeouts = 0;
-	uint64_t lag_resets = 0, lag_lost_cycles = 0, max_lag_cycles = 0;
+	uint64_t lag_resets = 0, lag_lost_cycles = 0, max_lag_cycles = 0, late_episodes = 0;
 	uint64_t idle_skips = 0, sim_cycles = 0, sim_ns = 0;
 	uint64_t unfed = 0; /* on exit: frames taken from the link that never (wholly) entered the element */
 };
@@ -349,10 +353,10 @@ std::string stats_json(const Element &e, const Counters &c, uint32_t khz)
 		 ", \"tx_bytes\": %" PRIu64 ", \"tx_errors\": %" PRIu64 ", \"socket_drops\": %" PRIu64
 		 ", \"reg_reads\": %" PRIu64 ", \"reg_writes\": %" PRIu64 ", \"reg_timeouts\": %" PRIu64
 		 ", \"lag_resets\": %" PRIu64 ", \"lag_lost_cycles\": %" PRIu64 ", \"max_lag_cycles\": %" PRIu64
-		 ", \"idle_skips\": %" PRIu64 ", \"unfed\": %" PRIu64 "}",
+		 ", \"late_episodes\": %" PRIu64 ", \"idle_skips\": %" PRIu64 ", \"unfed\": %" PRIu64 "}",
 		 khz, e.cycle, c.sim_cycles, cps, c.rx_frames, c.rx_bytes, c.oversize, c.tx_frames, c.tx_bytes, c.tx_errors,
 		 c.socket_drops, c.reg_reads, c.reg_writes, c.reg_timeouts, c.lag_resets, c.lag_lost_cycles,
-		 c.max_lag_cycles, c.idle_skips, c.unfed);
+		 c.max_lag_cycles, c.late_episodes, c.idle_skips, c.unfed);
 	return buf;
 }
 
@@ -514,9 +518,9 @@ int main(int argc, char **argv)
 	printf("{\"ready\": true, \"clock_khz\": %u}\n", khz);
 	fflush(stdout);
 
-	const uint64_t max_lag = max_lag_ms * khz;
+	const uint64_t max_lag = max_lag_ms * khz, late = LATE_MS * khz;
 	uint64_t anchor_ns = now_ns(), anchor_cyc = e->cycle, idle_again = IDLE_CHECK_CYCLES;
-	bool idle = false, open_stdin = true;
+	bool idle = false, open_stdin = true, was_late = false;
 
 	while (!stop && open_stdin) {
 		/* frames in */
@@ -563,6 +567,9 @@ int main(int argc, char **argv)
 		}
 		if (target > e->cycle && target - e->cycle > cnt.max_lag_cycles)
 			cnt.max_lag_cycles = target - e->cycle;
+		bool is_late = target > e->cycle + late;
+		cnt.late_episodes += is_late && !was_late;
+		was_late = is_late;
 		uint64_t until = target < e->cycle + CHUNK_CYCLES ? target : e->cycle + CHUNK_CYCLES, c0 = e->cycle;
 		while (e->cycle < until)
 			e->step();

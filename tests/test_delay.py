@@ -3,7 +3,10 @@
 The dumbbell's kernel bottleneck, and after it the link's delay element forced
 onto cclab-delay (also where the kernel has netem): base RTT against the spec, the RTT samples'
 spread, order and no loss under jitter, a delay change while traffic flows,
-and nothing left behind by teardown or `cclab clean`.
+and nothing left behind by teardown or `cclab clean`.  A check of times is
+tried again (tests/conftest.py, `on_time`) only where it failed while the
+element itself released packets over 1 ms late: the host, not the element,
+was slow then.
 
 Run as a script, this file is the UDP probe the tests start in the hosts:
 
@@ -39,6 +42,9 @@ from controller.dataplane.delay import LinkDelay
 from controller.dataplane.delay import pick_element as pick_delay_element
 from controller.dataplane.targets import Placement, make_bottleneck
 from hosts.rxtime import recv_stamped, stamp_on_receive
+
+if __name__ != "__main__":  # run as the UDP probe, this file needs none of the test helpers (nor can reach them)
+    from tests.conftest import on_time
 
 SRC, DST, PORT = "10.0.1.1", "10.0.2.1", 5401
 PROBE = struct.Struct("=QQ")
@@ -89,6 +95,12 @@ def _leftovers() -> list[str]:
 class Bed:
     def __init__(self, net: Any, dp: Bottleneck, line: LinkDelay) -> None:
         self.net, self.dp, self.line = net, dp, line
+
+    def late(self) -> int:
+        """The delay line's releases so far that left over 1 ms after they were due (the host was busy)."""
+        stats = self.line.stats_now()
+        assert stats is not None, "cclab-delay is not running"
+        return int(stats["late_us"]["over_1ms"])
 
     def ping_rtts_ms(self, count: int, interval_s: float) -> list[float]:
         proc = self.net.get("h1").popen(["ping", "-n", "-c", str(count), "-i", str(interval_s), DST], text=True)
@@ -141,14 +153,18 @@ def test_base_rtt_within_half_a_millisecond_of_the_spec(bed: Bed) -> None:
     the element at no delay (the hosts' own stacks and the element's path: 0.1 ms on a quiet host, and CI saw a
     median of 80.6 ms for 80 on this VM-hosted machine kind, with the minimum at 80.3)."""
     assert bed.line.element == delayline.ELEMENT
-    bed.line.apply(0.0, 0.0)
-    try:
-        host = bed.ping_rtts_ms(50, 0.02)
-    finally:
-        bed.line.apply(DELAY_MS, 0.0)
-    rtts = bed.ping_rtts_ms(100, 0.02)
-    assert len(rtts) == 100 and len(host) == 50, f"{100 - len(rtts)} + {50 - len(host)} pings lost"
-    _assert_rtt(2 * DELAY_MS, rtts, host)
+
+    def attempt() -> None:
+        bed.line.apply(0.0, 0.0)
+        try:
+            host = bed.ping_rtts_ms(50, 0.02)
+        finally:
+            bed.line.apply(DELAY_MS, 0.0)
+        rtts = bed.ping_rtts_ms(100, 0.02)
+        assert len(rtts) == 100 and len(host) == 50, f"{100 - len(rtts)} + {50 - len(host)} pings lost"
+        _assert_rtt(2 * DELAY_MS, rtts, host)
+
+    on_time(attempt, bed.late, "cclab-delay")
 
 
 def _assert_rtt(want: float, rtts: list[float], host: list[float]) -> None:
@@ -172,23 +188,27 @@ def test_jitter_keeps_order_and_drops_nothing(bed: Bed) -> None:
     the receiving stack; about 0.1 ms on a quiet host, 1 ms and more beside a busy core) is measured
     by the same stream without jitter, sent just before, and allowed on top of the bound."""
     delay_ms, jitter_ms, count = 10.0, 5.0, 20_000
-    bed.line.apply(delay_ms, 0.0)
-    try:
-        steady = bed.udp(count, 1000, 100e6)
-        bed.line.apply(delay_ms, jitter_ms)
-        got = bed.udp(count, 1000, 100e6)
-    finally:
-        bed.line.apply(DELAY_MS, 0.0)
-    assert steady["received"] == count and steady["reordered"] == 0, steady
-    assert got["received"] == count, f"{count - got['received']} of {count} datagrams lost"
-    assert got["reordered"] == 0, f"{got['reordered']} datagrams arrived out of order"
-    host_ms = max(0.0, steady["owd_ms"]["p50"] - delay_ms)
-    owd = got["owd_ms"]
-    assert delay_ms - jitter_ms <= owd["min"], owd
-    assert owd["p50"] <= delay_ms + jitter_ms + RTT_TOLERANCE_MS + host_ms, (
-        f"median {owd['p50']} ms above {delay_ms} + {jitter_ms} + {RTT_TOLERANCE_MS} ms and the host's "
-        f"{host_ms:.3f} ms without jitter: {owd}"
-    )
+
+    def attempt() -> None:
+        bed.line.apply(delay_ms, 0.0)
+        try:
+            steady = bed.udp(count, 1000, 100e6)
+            bed.line.apply(delay_ms, jitter_ms)
+            got = bed.udp(count, 1000, 100e6)
+        finally:
+            bed.line.apply(DELAY_MS, 0.0)
+        assert steady["received"] == count and steady["reordered"] == 0, steady
+        assert got["received"] == count, f"{count - got['received']} of {count} datagrams lost"
+        assert got["reordered"] == 0, f"{got['reordered']} datagrams arrived out of order"
+        host_ms = max(0.0, steady["owd_ms"]["p50"] - delay_ms)
+        owd = got["owd_ms"]
+        assert delay_ms - jitter_ms <= owd["min"], owd
+        assert owd["p50"] <= delay_ms + jitter_ms + RTT_TOLERANCE_MS + host_ms, (
+            f"median {owd['p50']} ms above {delay_ms} + {jitter_ms} + {RTT_TOLERANCE_MS} ms and the host's "
+            f"{host_ms:.3f} ms without jitter: {owd}"
+        )
+
+    on_time(attempt, bed.late, "cclab-delay")
     _assert_no_drops(bed)
 
 
@@ -196,16 +216,20 @@ def test_jitter_keeps_order_and_drops_nothing(bed: Bed) -> None:
 def test_jitter_spreads_sparse_packets_uniformly(bed: Bed) -> None:
     """Datagrams 5 ms apart, jitter 2 ms (no packet waits for another): delays spread over [8, 12] ms."""
     delay_ms, jitter_ms, count = 10.0, 2.0, 600
-    bed.line.apply(delay_ms, jitter_ms)
-    try:
-        got = bed.udp(count, 1000, 1000 * 8 / 0.005)
-    finally:
-        bed.line.apply(DELAY_MS, 0.0)
-    owd = got["owd_ms"]
-    assert got["received"] == count and got["reordered"] == 0, got
-    # uniform on [8, 12] ms has p10 = 8.4 and p90 = 11.6; the wire adds some 0.1 ms
-    assert delay_ms - jitter_ms <= owd["min"] and owd["p10"] <= delay_ms - jitter_ms / 2, owd
-    assert delay_ms + jitter_ms / 2 <= owd["p90"] <= delay_ms + jitter_ms + RTT_TOLERANCE_MS, owd
+
+    def attempt() -> None:
+        bed.line.apply(delay_ms, jitter_ms)
+        try:
+            got = bed.udp(count, 1000, 1000 * 8 / 0.005)
+        finally:
+            bed.line.apply(DELAY_MS, 0.0)
+        owd = got["owd_ms"]
+        assert got["received"] == count and got["reordered"] == 0, got
+        # uniform on [8, 12] ms has p10 = 8.4 and p90 = 11.6; the wire adds some 0.1 ms
+        assert delay_ms - jitter_ms <= owd["min"] and owd["p10"] <= delay_ms - jitter_ms / 2, owd
+        assert delay_ms + jitter_ms / 2 <= owd["p90"] <= delay_ms + jitter_ms + RTT_TOLERANCE_MS, owd
+
+    on_time(attempt, bed.late, "cclab-delay")
 
 
 def _assert_no_drops(bed: Bed) -> None:
@@ -220,15 +244,19 @@ def test_delay_change_while_running(bed: Bed) -> None:
     """After a change to 5 ms one way the base RTT is 10 ms within RTT_TOLERANCE_MS, and the median is held there
     above what the host adds at no delay in the same run (CI once saw a median of 10.6 ms on this VM-hosted
     machine kind)."""
-    bed.line.apply(0.0, 0.0)
-    try:
-        host = bed.ping_rtts_ms(20, 0.02)
-        bed.line.apply(5.0, 0.0)
-        rtts = bed.ping_rtts_ms(20, 0.05)[5:]  # those sent after the old delay drained
-    finally:
-        bed.line.apply(DELAY_MS, 0.0)
-    assert len(rtts) == 15 and len(host) == 20, f"{15 - len(rtts)} + {20 - len(host)} pings lost"
-    _assert_rtt(10.0, rtts, host)  # 2 x 5 ms after the change
+
+    def attempt() -> None:
+        bed.line.apply(0.0, 0.0)
+        try:
+            host = bed.ping_rtts_ms(20, 0.02)
+            bed.line.apply(5.0, 0.0)
+            rtts = bed.ping_rtts_ms(20, 0.05)[5:]  # those sent after the old delay drained
+        finally:
+            bed.line.apply(DELAY_MS, 0.0)
+        assert len(rtts) == 15 and len(host) == 20, f"{15 - len(rtts)} + {20 - len(host)} pings lost"
+        _assert_rtt(10.0, rtts, host)  # 2 x 5 ms after the change
+
+    on_time(attempt, bed.late, "cclab-delay")
 
 
 # --- the probe ---------------------------------------------------------------------

@@ -159,6 +159,8 @@ def cclab_run(spec: Path, out: Path, vm: bool, timeout: float = 900) -> Run:
 #: Under CI=true the bmv2, fpga, lab and vagrant tiers must run: a skipped test of theirs is a failure there.
 #: how many times a measurement of times is tried where the emulator says it ran late (`on_time`)
 TIMED_TRIES = 3
+#: every try that failed with the emulator late, for the summary at the end of the session
+_LATE_TRIES: list[str] = []
 T = TypeVar("T")
 
 
@@ -176,6 +178,8 @@ def on_time(attempt: Callable[[], T], late: Callable[[], int], who: str, tries: 
             if times == 0:
                 raise
             print(f"{who}: try {n} of {tries} failed with the emulator late {times} times: {exc}")
+            test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+            _LATE_TRIES.append(f"{test}: try {n} of {tries} failed, {who} late {times} times")
             if n == tries:
                 raise AssertionError(
                     f"{exc} ({who} ran late in each of {tries} tries, {times} times in the last: the host did not "
@@ -264,7 +268,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Each CI tier's own count, on a line of its own (CI reads it to see the tier ran)."""
+    """Each CI tier's own count, on a line of its own (CI reads it to see the tier ran); then every timing try
+    that failed with its emulator late and was tried again (`on_time`)."""
     kinds = ("passed", "failed", "skipped", "xfailed")
     for tier, outcomes in _TIER_OUTCOMES.items():
         if not outcomes:
@@ -274,6 +279,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{tier} tier: passed {counts['passed']}, failed {counts['failed']}, skipped {counts['skipped']}, "
             f"xfailed {counts['xfailed']}"
         )
+    for line in _LATE_TRIES:
+        terminalreporter.write_line(f"tried again, the emulator late: {line}")
 
 
 def leftovers() -> list[str]:

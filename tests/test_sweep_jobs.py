@@ -58,6 +58,23 @@ def test_two_isolated_runs_of_one_spec_overlap_and_leave_nothing(tmp_path: Path)
     spec_file = tmp_path / "demo8.toml"
     spec_file.write_text(tomli_w.dumps(raw))
     before = _host_state()
+    runs = _side_by_side(spec_file, tmp_path)
+    for name, run_dir in runs.items():
+        summ = json.loads((run_dir / "summary.json").read_text())
+        # what cross-talk between the runs would break: a flow's counted bytes against its own iperf3's, and the
+        # random drops against the run's own loss; how many runs this machine holds with every check passing
+        # (base RTTs, CPU) is for `cclab bench sweep` to say, not this test
+        checks = summ["fidelity"]["checks"]
+        own = {k: v for k, v in checks.items() if k.endswith("throughput_over_goodput")}
+        assert len(own) == len(summ["flows"]) and all(v["ok"] for v in own.values()), (name, checks)
+        drops = checks["random_drops_in_99pct_interval"]  # held to the tests' interval, not the run's 99 %
+        lo, hi = loss_interval(int(drops["note"].removeprefix("n = ")), raw["bottleneck"]["per"])
+        assert lo <= drops["value"] <= hi, (name, drops, (lo, hi))
+    assert _host_state() == before
+
+
+def _side_by_side(spec_file: Path, tmp_path: Path) -> dict[str, Path]:
+    """Two isolated runs of `spec_file` started together: each complete, and they overlapped in time."""
     spans: dict[str, tuple[float, float, int, str]] = {}
 
     def one(name: str) -> None:
@@ -74,20 +91,36 @@ def test_two_isolated_runs_of_one_spec_overlap_and_leave_nothing(tmp_path: Path)
     assert {n: s[2:] for n, s in spans.items()} == {"a": (0, ""), "b": (0, "")}, spans
     # they overlapped: each started before the other ended
     assert spans["a"][0] < spans["b"][1] and spans["b"][0] < spans["a"][1]
+    runs = {}
     for name in ("a", "b"):
         (run_dir,) = list((tmp_path / name).iterdir())
         assert sweep.is_complete(run_dir), run_dir
-        summ = json.loads((run_dir / "summary.json").read_text())
-        # what cross-talk between the runs would break: a flow's counted bytes against its own iperf3's, and the
-        # random drops against the run's own loss; how many runs this machine holds with every check passing
-        # (base RTTs, CPU) is for `cclab bench sweep` to say, not this test
-        checks = summ["fidelity"]["checks"]
-        own = {k: v for k, v in checks.items() if k.endswith("throughput_over_goodput")}
-        assert len(own) == len(summ["flows"]) and all(v["ok"] for v in own.values()), (name, checks)
-        drops = checks["random_drops_in_99pct_interval"]  # held to the tests' interval, not the run's 99 %
-        lo, hi = loss_interval(int(drops["note"].removeprefix("n = ")), raw["bottleneck"]["per"])
-        assert lo <= drops["value"] <= hi, (name, drops, (lo, hi))
-    assert _host_state() == before
+        runs[name] = run_dir
+    return runs
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("clean_host")
+def test_runs_side_by_side_each_read_their_own_algorithm_state(tmp_path: Path) -> None:
+    """The algorithms' export maps are the kernel's, one for both runs, and both runs' flows have the same addresses
+    and ports: each run must read its own sockets' entries only (keyed by the sender's network namespace too).
+    MPTCP shows a mix-up at once: each connection's subflows must carry one token, the run's own."""
+    import tomli_w
+
+    raw = dict(tomllib_load(REPO / "labs" / "06-mptcp" / "solution" / "coupled.toml"))
+    raw["duration_s"] = 8
+    spec_file = tmp_path / "coupled8.toml"
+    spec_file.write_text(tomli_w.dumps(raw))
+    tokens: dict[str, set[int]] = {}
+    for name, run_dir in _side_by_side(spec_file, tmp_path).items():
+        conns = json.loads((run_dir / "summary.json").read_text())["mptcp"]
+        assert [c["id"] for c in conns] == ["f1", "f3"], conns
+        for c in conns:
+            coupling = c["coupling"]
+            assert coupling["coupled"] is True and len(coupling["tokens"]) == 1, (name, c["id"], coupling)
+        tokens[name] = {t for c in conns for t in c["coupling"]["tokens"]}
+    assert not tokens["a"] & tokens["b"], f"one token in both runs: {tokens}"
 
 
 @pytest.mark.root

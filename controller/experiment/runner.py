@@ -164,7 +164,8 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                 extra[spec.dataplane] = first.describe()  # the first link's, for readers of one-bottleneck runs
                 rundir.write_json(run_dir / "manifest.json", rundir.manifest(spec, extra))
                 ex.start_servers(net)
-                reader = CcStateReader(spec.algos)
+                # the senders' namespaces: runs side by side write the same addresses and ports into the maps
+                reader = CcStateReader(spec.algos, frozenset(system.netns_inode(h.pid) for h in net.hosts))
                 ex.teardowns.append(reader.close)
                 ex.ccstate_columns = reader.columns
                 links = [

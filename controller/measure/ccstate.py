@@ -20,7 +20,7 @@ from controller.spec import algos as algo_table
 
 log = logging.getLogger(__name__)
 
-_KEY = struct.Struct("=4s4sHH")
+_KEY = struct.Struct("=4s4sHHI")
 _VALUE = struct.Struct("=QQIII5I")
 COMMON = ["bwe_bps", "rtt_min_us", "cwnd_pkts", "ssthresh_pkts"]
 
@@ -34,9 +34,12 @@ class ExportKey:
 
 
 class CcStateReader:
-    """Reads the export maps of the cclab algorithms a run uses."""
+    """Reads the export maps of the cclab algorithms a run uses: the flows of the network namespaces `netns`
+    (inode numbers) only, where given.  The maps are the kernel's, one for every run on the machine, and runs
+    side by side (`--jobs`) use the same addresses and ports, each in namespaces of its own."""
 
-    def __init__(self, algos: list[str] | tuple[str, ...]) -> None:
+    def __init__(self, algos: list[str] | tuple[str, ...], netns: frozenset[int] | None = None) -> None:
+        self.netns = netns
         # an entry a connection of an earlier run left (same 4-tuple: cclab's ports are fixed) is older than this
         # reader: bpf_ktime_get_ns and time.monotonic_ns are the same clock (CLOCK_MONOTONIC)
         self.since_ns = time.monotonic_ns()
@@ -57,14 +60,14 @@ class CcStateReader:
         return ["t_s", "flow", "algo", *COMMON, *extra]
 
     def read(self) -> list[tuple[str, ExportKey, dict[str, Any]]]:
-        out = []
+        out: list[tuple[str, ExportKey, dict[str, Any]]] = []
         for algo, maps in self.maps.items():
             names = self.extras[algo]
             for m in maps:
                 for kraw, vraw in m.items():
-                    saddr, daddr, sport, dport = _KEY.unpack(kraw)
+                    saddr, daddr, sport, dport, ns = _KEY.unpack(kraw)
                     ts_ns, bwe, rtt_min, cwnd, ssthresh, *x = _VALUE.unpack(vraw[: _VALUE.size])
-                    if ts_ns < self.since_ns:
+                    if ts_ns < self.since_ns or (self.netns is not None and ns not in self.netns):
                         continue
                     key = ExportKey(str(ipaddress.IPv4Address(saddr)), str(ipaddress.IPv4Address(daddr)), sport, dport)
                     row: dict[str, Any] = {

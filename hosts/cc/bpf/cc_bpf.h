@@ -134,6 +134,7 @@ static __always_inline void cc_flow_key(const struct sock *sk,
 	}
 	k->sport = sk->__sk_common.skc_num;
 	k->dport = bpf_ntohs(sk->__sk_common.skc_dport);
+	k->netns = sk->__sk_common.skc_net.net->ns.inum;
 }
 
 /*

@@ -6,8 +6,10 @@
  *
  * Key: one TCP flow as the sender sees it.  Addresses are IPv4 in network
  * byte order exactly as in the IP header (skc_rcv_saddr / skc_daddr); ports
- * are in HOST byte order (sport = skc_num, dport = ntohs(skc_dport)).
- * IPv6 flows are exported with both addresses 0.
+ * are in HOST byte order (sport = skc_num, dport = ntohs(skc_dport)); netns
+ * is the inode number of the sender's network namespace (/proc/PID/ns/net),
+ * since runs side by side use the same addresses and ports, each in
+ * namespaces of its own.  IPv6 flows are exported with both addresses 0.
  *
  * Value: ts_ns is bpf_ktime_get_ns() at the update; bwe_bps the algorithm's
  * bandwidth estimate in bits per second (0 if it has none); cwnd and
@@ -32,6 +34,7 @@ struct cc_flow_key {
 	__u32 daddr;
 	__u16 sport;
 	__u16 dport;
+	__u32 netns;
 };
 
 struct cc_export {

@@ -156,7 +156,6 @@ def cclab_run(spec: Path, out: Path, vm: bool, timeout: float = 900) -> Run:
     return Run(proc, new[0], summary)
 
 
-#: Under CI=true the bmv2, fpga, lab and vagrant tiers must run: a skipped test of theirs is a failure there.
 #: how many times a measurement of times is tried where the emulator says it ran late (`on_time`)
 TIMED_TRIES = 3
 #: every try that failed with the emulator late, for the summary at the end of the session
@@ -188,6 +187,7 @@ def on_time(attempt: Callable[[], T], late: Callable[[], int], who: str, tries: 
     raise AssertionError(f"tries = {tries}: nothing was tried")
 
 
+#: Under CI=true the bmv2, fpga, lab and vagrant tiers must run: a skipped test of theirs is a failure there.
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CI_TIERS = ("bmv2", "fpga", "lab", "vagrant")
 #: tier -> item nodeid -> outcome, for each tier's own count line

@@ -249,7 +249,7 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         "kernel": lambda: kernel_dumbbell("pytest-conformance", BASE, static_arp=True),
         "bmv2": lambda: bmv2_dumbbell("pytest-conformance", tmp / "p4", DECLARED, BASE, p4_program(request.config)),
         "fpga-sim": lambda: kernel_dumbbell(
-            "pytest-conformance", BASES["fpga-sim"], True, "fpga-sim", DECLARED, CATCH_UP_MS
+            "pytest-conformance", BASES["fpga-sim"], True, target="fpga-sim", flows=DECLARED, max_lag_ms=CATCH_UP_MS
         ),
     }
     if name not in beds:

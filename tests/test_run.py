@@ -222,6 +222,10 @@ def test_mss_and_sack_reach_the_senders(tmp_path: Path) -> None:
     assert {r["sack"] for r in rows} - {""} == {"0"}  # empty: sampled before its handshake ended
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
     assert manifest["hosts"]["tcp_sack"] == 0 and manifest["spec"]["flows"][0]["mss_bytes"] == 1000, manifest["hosts"]
+    # a connection starts with the hosts' default algorithm (reno, whatever the machine's is) until iperf3 sets
+    # the flow's after connect: a sample from before then names reno, never the machine's default
+    assert manifest["hosts"]["tcp_congestion_control"] == "reno", manifest["hosts"]
+    assert {r["algo"] for r in rows} == {"reno"}, {r["algo"] for r in rows}
     on = runner.run(
         spec.parse({**SEGMENTS, "sack": True}), runner.RunOptions(results_root=tmp_path / "on", plots=False)
     )

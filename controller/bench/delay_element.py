@@ -15,7 +15,7 @@ from controller.dataplane import Bottleneck, LinkParams, sysctls
 from controller.dataplane.delay import LinkDelay, pick_element
 from controller.dataplane.targets import Placement, make_bottleneck
 from controller.network import mininet as topology
-from hosts import traffic
+from hosts import stack, traffic
 
 #: the one-pair dumbbell's addresses (controller/network/graph.py)
 DUMBBELL_H1, DUMBBELL_R1 = "10.0.1.1", "10.0.2.1"
@@ -135,6 +135,7 @@ def delay(
             for name, value in (
                 ("net.ipv4.tcp_rmem", f"4096 131072 {bufs}"),
                 ("net.ipv4.tcp_wmem", f"4096 16384 {bufs}"),
+                ("net.ipv4.tcp_congestion_control", stack.DEFAULT_ALGO),  # cubic unpaced (hosts/stack.py)
             ):
                 mod._run(h, ["sysctl", "-q", "-w", f"{name}={value}"])
         dp.setup(LinkParams(rate_bps=int(rates_mbps[0] * 1e6), queue_pkts=1000), seed=1)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller import cc, spec, system
-from hosts import traffic
+from hosts import stack, traffic
 
 BENCH_NS = "cclab-bench-cc"
 BENCH_PORT = 5299
@@ -54,6 +54,8 @@ def cc_loopback(
     try:
         system.run(["ip", "netns", "add", BENCH_NS])
         system.run(_netns("ip", "link", "set", "lo", "up"))
+        # the algorithm under test unpaced, as in a run (hosts/stack.py)
+        system.run(_netns("sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={stack.DEFAULT_ALGO}"))
         server = subprocess.Popen(
             _netns("iperf3", "-s", "-B", "127.0.0.1", "-p", str(BENCH_PORT)),
             stdout=subprocess.DEVNULL,

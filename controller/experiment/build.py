@@ -26,6 +26,7 @@ from controller.measure.monitor import Monitor, MonitoredFlow
 from controller.network import EmulatedLink, Graph, Link, LinkSpec, subnet
 from controller.network.mininet import gone_shells, load_p4switch_module, load_topology_module
 from controller.spec import Flow, Spec
+from hosts import stack
 from hosts.tcpinfo import TcpInfoSampler
 from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, MptcpFlow, UdpOnOffFlow
 
@@ -257,16 +258,11 @@ class Experiment:
             # all three re-send raw frames: checksums must be complete (mininet/p4switch.py)
             load_p4switch_module().checksum_offload_off(net.hosts)
         bufs = socket_buffer_bytes(self.spec)
+        # ephemeral ports (iperf3's control connections) above every flow's fixed client port, so that none can
+        # take one first (seen: "unable to connect stream: Address already in use")
+        settings = stack.sysctls(bufs, self.spec.sack, EPHEMERAL_PORTS)
         for h in net.hosts:
-            for name, value in (
-                ("net.ipv4.tcp_rmem", f"4096 131072 {bufs}"),
-                ("net.ipv4.tcp_wmem", f"4096 16384 {bufs}"),
-                ("net.ipv4.tcp_no_metrics_save", "1"),
-                # ephemeral ports (iperf3's control connections) above every flow's fixed client port, so that
-                # none can take one first (seen: "unable to connect stream: Address already in use")
-                ("net.ipv4.ip_local_port_range", f"{EPHEMERAL_PORTS[0]} {EPHEMERAL_PORTS[1]}"),
-                ("net.ipv4.tcp_sack", "1" if self.spec.sack else "0"),
-            ):
+            for name, value in settings:
                 mod._run(h, ["sysctl", "-q", "-w", f"{name}={value}"])
         self.notes_host = {
             "tcp_rmem_wmem_max_bytes": bufs,
@@ -274,6 +270,7 @@ class Experiment:
             "mtu": MTU,
             "ip_local_port_range": list(EPHEMERAL_PORTS),
             "tcp_sack": int(self.spec.sack),
+            "tcp_congestion_control": stack.DEFAULT_ALGO,
         }
         return net
 

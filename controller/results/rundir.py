@@ -28,7 +28,7 @@ INCOMPLETE = "INCOMPLETE"
 #: the data-plane and algorithm sources every run is made of, whatever its target; each target adds the sources
 #: only it runs on (targets.Target.sources), and a run's hash leaves out every other target's: runs are pooled
 #: only with the same hash, so a change to the FPGA element does not split a campaign of kernel runs
-SHARED_SOURCES = ("delay", "hosts/cc", "controller/dataplane")
+SHARED_SOURCES = ("delay", "hosts", "controller/dataplane")
 
 
 def new_run_dir(spec: Spec, root: Path = RESULTS) -> Path:

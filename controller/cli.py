@@ -272,12 +272,17 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
             failed = f"{len(st.fidelity_failed)}" + (
                 f" ({', '.join(st.fidelity_failed)})" if st.fidelity_failed else ""
             )
-            t.add_row(st.name, f"{st.complete} / {st.total}", failed, f"{st.hours_left:.1f}", _shown(st.dir))
+            runs = f"{st.complete} / {st.total}" + (
+                f" ({st.other_sources} of other sources)" if st.other_sources else ""
+            )
+            t.add_row(st.name, runs, failed, f"{st.hours_left:.1f}", _shown(st.dir))
         out.print(t)
         pid = campaign.running()
+        other = sum(s.other_sources for s in states)
+        mixed = f" ({other} of other sources than this tree's)" if other else ""
         out.print(
             f"campaign: {'running, pid ' + str(pid) if pid else 'not running'}; "
-            f"{sum(s.complete for s in states)} of {sum(s.total for s in states)} runs complete, "
+            f"{sum(s.complete for s in states)} of {sum(s.total for s in states)} runs complete{mixed}, "
             f"{sum(s.hours_left for s in states):.1f} h of runs left",
             highlight=False,
         )

@@ -13,6 +13,7 @@ import pytest
 
 from controller import cli
 from controller.experiment import campaign, sweep
+from controller.results import rundir
 from controller.spec import sweep as sweep_spec
 from controller.spec.sweep import SweepError
 from tests.test_report import E2E_SPEC
@@ -33,10 +34,12 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "campaign.toml"
 
 
-def _write_run(task: sweep.Task, fidelity_ok: bool = True) -> None:
+def _write_run(task: sweep.Task, fidelity_ok: bool = True, source_hash: str | None = None) -> None:
+    """A complete run of this tree's sources (or of `source_hash`)."""
     d = task.runs_dir / f"run-{task.key}"
     d.mkdir(parents=True)
     (d / "summary.json").write_text(json.dumps({"complete": True, "fidelity": {"ok": fidelity_ok}}))
+    (d / "manifest.json").write_text(json.dumps({"source_hash": source_hash or rundir.source_hash("kernel")}))
 
 
 @pytest.mark.parametrize(
@@ -89,17 +92,43 @@ def test_sweeps_run_in_turn_and_a_stop_is_seen_between_runs(files: Path) -> None
     assert ran[3] == "one/p001-r1" and len(ran) == 20 and ran[10] == "two/p000-r0" and ran[-1] == "two/p001-r4"
 
 
-def test_state_counts_complete_runs_and_names_fidelity_failures(files: Path) -> None:
-    one, _two = campaign.load(files)
-    sw = sweep_spec.load(one)
+def _first_sweep(spec: Path) -> tuple[Path, list[sweep.Task]]:
+    """The sweep's directory, prepared, and its runs to do."""
+    sw = sweep_spec.load(spec)
     d = sweep.default_dir(sw)
     sweep.prepare(sw, d)
-    tasks = sweep.pending(sw, d)
+    return d, sweep.pending(sw, d)
+
+
+def test_state_counts_complete_runs_and_names_fidelity_failures(files: Path) -> None:
+    one, _two = campaign.load(files)
+    d, tasks = _first_sweep(one)
     _write_run(tasks[0])
     _write_run(tasks[1], fidelity_ok=False)
     st = campaign.state(one)
     assert (st.total, st.complete, st.fidelity_failed) == (10, 2, [tasks[1].key])
     assert st.hours_left == pytest.approx(8 * 3 / 3600)
+
+
+def test_a_directory_with_runs_of_other_sources_is_counted_and_refused(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs made before a change to the sources a run's hash covers do not pool with the runs after it: status
+    counts them, and the campaign does not go on in their directory (it would count them among its n)."""
+    one, _two = campaign.load(files)
+    d, tasks = _first_sweep(one)
+    _write_run(tasks[0])
+    _write_run(tasks[1], source_hash="53eff6a0fc9b" + "0" * 52)
+    assert campaign.state(one).other_sources == 1
+    assert cli.main(["campaign", "status", str(files)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "2 of 20 runs complete (1 of other sources than this tree's), " in said
+    ran: list[str] = []
+    with pytest.raises(
+        SweepError, match=rf"one: {d} holds 1 complete runs of other sources .* hash 53eff6a0fc9b: p001-r0"
+    ):
+        campaign.run([one], lambda sw, d: ran.append(sw.name) or sweep.Progress(0))
+    assert ran == []
 
 
 def test_one_campaign_at_a_time(files: Path) -> None:

@@ -36,8 +36,9 @@ import tomllib
 from controller import system
 from controller.experiment import sweep
 from controller.experiment.sweep import Executor, Task, TaskResult
-from controller.results import pool
+from controller.results import pool, rundir
 from controller.spec import sweep as sweep_spec
+from controller.spec.fields import FIELDS
 from controller.spec.sweep import Sweep, SweepError
 
 #: where `save` keeps each sweep's complete runs, one archive per sweep, and `restore` finds them
@@ -83,6 +84,8 @@ class SweepState:
     """Keys of complete runs whose fidelity check failed (counted and named, never dropped)."""
     hours_left: float
     """The runs still to do times the run length (what setting up and tearing down add is not in it)."""
+    other_sources: int = 0
+    """Complete runs made from other sources than this tree's (`other_sources`): `run` refuses the directory."""
 
 
 def state(spec_path: Path) -> SweepState:
@@ -92,7 +95,8 @@ def state(spec_path: Path) -> SweepState:
     complete = [(pt.key, r) for pt, r in done if r is not None]
     failed = [k for k, r in complete if not _fidelity_ok(r)]
     left_s = sum(float(pt.raw["duration_s"]) for pt, r in done if r is None)
-    return SweepState(sw.name, spec_path, d, len(sw.points), len(complete), failed, left_s / 3600)
+    other = sum(map(len, other_sources(sw, d).values()))
+    return SweepState(sw.name, spec_path, d, len(sw.points), len(complete), failed, left_s / 3600, other)
 
 
 def _fidelity_ok(run_dir: Path) -> bool:
@@ -155,14 +159,44 @@ def stoppable(execute: Executor, batch: int, stop: Callable[[], bool] = stop_req
     return run
 
 
+def other_sources(sw: Sweep, sweep_dir: Path) -> dict[str, list[str]]:
+    """The complete runs of `sweep_dir` made from other sources than this tree's: source hash -> their keys."""
+    hashes: dict[str, str] = {}
+    out: dict[str, list[str]] = {}
+    for pt in sw.points:
+        done = sweep.complete_run(sweep_dir, pt.key)
+        if done is None:
+            continue
+        dataplane = pt.raw.get("dataplane", FIELDS["dataplane"].default)
+        want = hashes.setdefault(dataplane, rundir.source_hash(dataplane))
+        try:
+            got = json.loads((done / "manifest.json").read_text()).get("source_hash", "unknown")
+        except (OSError, ValueError):
+            got = "unknown"
+        if got != want:
+            out.setdefault(got, []).append(pt.key)
+    return out
+
+
 def run(
     specs: list[Path],
     run_sweep: Callable[[Sweep, Path], sweep.Progress],
     stop: Callable[[], bool] = stop_requested,
 ) -> list[tuple[Sweep, sweep.Progress]]:
     """Each sweep in turn, by `run_sweep(sweep, its directory)`, until all are done or a stop is asked for;
-    every spec is loaded (every point validated) before the first run."""
+    every spec is loaded (every point validated) and every directory checked before the first run: one that
+    holds runs of other sources than this tree's is refused (a resumed sweep would count them among its n,
+    where a report pools only one source hash)."""
     sweeps = [sweep_spec.load(p) for p in specs]
+    for sw in sweeps:
+        d = sweep.default_dir(sw)
+        if other := other_sources(sw, d):
+            h, keys = max(other.items(), key=lambda kv: len(kv[1]))
+            raise SweepError(
+                f"{sw.name}: {d} holds {sum(map(len, other.values()))} complete runs of other sources than this "
+                f"tree's (source hash {h[:12]}: {', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''}); they "
+                "would not pool with the runs to come: move the directory aside (its archive keeps them) and run again"
+            )
     out = []
     for sw in sweeps:
         if stop():

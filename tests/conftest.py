@@ -9,11 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -21,6 +21,7 @@ from controller import clean
 from controller.dataplane import Bottleneck, FlowKey, LinkParams, delayline, fpgasim, sysctls
 from controller.dataplane.targets import Placement, make_bottleneck
 from controller.measure.metrics import binomial_interval
+from tests.timing import LATE_TRIES
 
 REPO = Path(__file__).resolve().parents[1]
 CCLAB = [sys.executable, "-m", "controller.cli"]
@@ -156,37 +157,6 @@ def cclab_run(spec: Path, out: Path, vm: bool, timeout: float = 900) -> Run:
     return Run(proc, new[0], summary)
 
 
-#: how many times a measurement of times is tried where the emulator says it ran late (`on_time`)
-TIMED_TRIES = 3
-#: every try that failed with the emulator late, for the summary at the end of the session
-_LATE_TRIES: list[str] = []
-T = TypeVar("T")
-
-
-def on_time(attempt: Callable[[], T], late: Callable[[], int], who: str, tries: int = TIMED_TRIES) -> T:
-    """attempt() (sets up, sends, asserts what it measured of times and rates); once more, up to `tries` in all,
-    only where it failed while the emulator under test said it ran late: `late()` is its own count of late
-    moments (fpga-sim's model behind the wall clock, cclab-delay's releases over 1 ms late), so the host, not
-    the element, was slow.  A failure with the emulator on time is final; every repeated try is printed."""
-    for n in range(1, tries + 1):
-        late0 = late()
-        try:
-            return attempt()
-        except AssertionError as exc:
-            times = late() - late0
-            if times == 0:
-                raise
-            print(f"{who}: try {n} of {tries} failed with the emulator late {times} times: {exc}")
-            test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
-            _LATE_TRIES.append(f"{test}: try {n} of {tries} failed, {who} late {times} times")
-            if n == tries:
-                raise AssertionError(
-                    f"{exc} ({who} ran late in each of {tries} tries, {times} times in the last: the host did not "
-                    "give it the CPU)"
-                ) from exc
-    raise AssertionError(f"tries = {tries}: nothing was tried")
-
-
 #: Under CI=true the bmv2, fpga, lab and vagrant tiers must run: a skipped test of theirs is a failure there.
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CI_TIERS = ("bmv2", "fpga", "lab", "vagrant")
@@ -279,7 +249,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{tier} tier: passed {counts['passed']}, failed {counts['failed']}, skipped {counts['skipped']}, "
             f"xfailed {counts['xfailed']}"
         )
-    for line in _LATE_TRIES:
+    for line in LATE_TRIES:
         terminalreporter.write_line(f"tried again, the emulator late: {line}")
 
 

@@ -4,7 +4,7 @@ The dumbbell's kernel bottleneck, and after it the link's delay element forced
 onto cclab-delay (also where the kernel has netem): base RTT against the spec, the RTT samples'
 spread, order and no loss under jitter, a delay change while traffic flows,
 and nothing left behind by teardown or `cclab clean`.  A check of times is
-tried again (tests/conftest.py, `on_time`) only where it failed while the
+tried again (tests/timing.py, `on_time`) only where it failed while the
 element itself released packets over 1 ms late: the host, not the element,
 was slow then.
 
@@ -44,7 +44,7 @@ from controller.dataplane.targets import Placement, make_bottleneck
 from hosts.rxtime import recv_stamped, stamp_on_receive
 
 if __name__ != "__main__":  # run as the UDP probe, this file needs none of the test helpers (nor can reach them)
-    from tests.conftest import on_time
+    from tests.timing import on_time
 
 SRC, DST, PORT = "10.0.1.1", "10.0.2.1", 5401
 PROBE = struct.Struct("=QQ")

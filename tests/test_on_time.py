@@ -1,11 +1,11 @@
-"""on_time (tests/conftest.py): a timing check is tried again only where its emulator says it ran late."""
+"""on_time (tests/timing.py): a timing check is tried again only where its emulator says it ran late."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests import conftest
-from tests.conftest import on_time
+from tests import timing
+from tests.timing import on_time
 
 
 class Emulator:
@@ -34,18 +34,18 @@ def test_a_failure_with_the_emulator_on_time_is_final() -> None:
 
 def test_a_failure_with_the_emulator_late_is_tried_again_and_reported() -> None:
     em = Emulator(failing=1, late_per_try=2)
-    before = len(conftest._LATE_TRIES)
+    before = len(timing.LATE_TRIES)
     assert on_time(em.attempt, em.late, "the element") == "measured"
     assert em.tries == 2
-    assert len(conftest._LATE_TRIES) == before + 1
-    assert conftest._LATE_TRIES[-1].endswith("try 1 of 3 failed, the element late 2 times")
-    del conftest._LATE_TRIES[before:]
+    assert len(timing.LATE_TRIES) == before + 1
+    assert timing.LATE_TRIES[-1].endswith("try 1 of 3 failed, the element late 2 times")
+    del timing.LATE_TRIES[before:]
 
 
 def test_late_in_every_try_fails_saying_so() -> None:
     em = Emulator(failing=5, late_per_try=1)
-    before = len(conftest._LATE_TRIES)
+    before = len(timing.LATE_TRIES)
     with pytest.raises(AssertionError, match=r"(?s)measured wrong in try 3.*the element ran late in each of 3 tries"):
         on_time(em.attempt, em.late, "the element")
     assert em.tries == 3
-    del conftest._LATE_TRIES[before:]
+    del timing.LATE_TRIES[before:]

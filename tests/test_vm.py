@@ -91,7 +91,7 @@ def _print_summary(res: vm.VmResult, report: dict[str, Any]) -> None:
     for algo, e in report.get("ebpf", {}).items():
         lines.append(f"  {algo}.bpf.o (host-built, CO-RE): {e}")
     n = report.get("netem")
-    if n:
+    if n and "delay_applied" in n:
         lines.append(
             f"  netem run: delay applied {n['delay_applied']}, base RTT {n['base_rtt_ms_cwnd_csv']} ms "
             f"(spec {n['rtt_spec_ms']:g} ± {RTT_TOL_MS:g}; pinged {n.get('pinged_rtt_ms')} ms), "
@@ -99,6 +99,12 @@ def _print_summary(res: vm.VmResult, report: dict[str, Any]) -> None:
             f"{n['rate_bps'] / 1e6:g} Mbit/s, Jain {n['jain']}, fidelity notes {n['notes']}"
         )
         lines.append(f"  run directory (on the host): {n['run_dir']}")
+    for k, t in enumerate((n or {}).get("tries", []), 1):  # more than one: a try failed with the timers late
+        lines.append(
+            f"  netem run, try {k}: rate over rate {t['backlogged_rate_over_rate']}, the guest's timers over "
+            f"{t['timer_late_ms']:g} ms late {t['timers_late']} times (worst {t['worst_timer_ms']} ms), "
+            f"{t['failed'] or 'passed'}"
+        )
     for algo, r in report.get("recovery", {}).items():
         b, rec = r.get("before") or {}, r.get("recovery") or {}
         lines.append(

@@ -36,7 +36,8 @@ from controller.dataplane import COUNTER_FIELDS, Bottleneck, FlowCounters, FlowK
 from controller.dataplane.targets import in_mininet
 from controller.network import fpga
 from tests.conformance.wire import write_pcap
-from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, bmv2_dumbbell, kernel_dumbbell, on_time, p4_program
+from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON, bmv2_dumbbell, kernel_dumbbell, p4_program
+from tests.timing import on_time
 
 WIRE = Path(__file__).with_name("wire.py")
 SRC, DST = "10.0.1.1", "10.0.2.1"
@@ -168,7 +169,7 @@ class Target:
 
     def on_time(self, attempt: Callable[[], T]) -> T:
         """attempt(), tried again where it failed while the target's model fell behind the wall clock
-        (tests/conftest.py, `on_time`)."""
+        (tests/timing.py, `on_time`)."""
         return on_time(attempt, self.late_episodes, f"the {self.name} model")
 
     def settle(self, timeout_s: float = 5.0) -> None:

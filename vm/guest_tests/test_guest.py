@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ import pytest
 import tomllib
 
 from controller.vm.baseline import MAX_LIFT_MS, ping_min_rtt_ms
+from tests.timing import on_time
 
 REPO = Path(__file__).resolve().parents[2]
 KMOD_DIR = REPO / "hosts" / "cc" / "build" / "kmod" / os.uname().release
@@ -133,6 +135,41 @@ def iperf_flow(client_ns: str, server_ns: str, algo: str, seconds: float) -> dic
         server.wait()
     assert "error" not in res, f"iperf3 -C {algo}: {res.get('error')}"
     return res
+
+
+#: a timer wake-up this late counts as the guest's timers firing late (TimerLateness)
+TIMER_LATE_MS = 5.0
+#: how long the probe sleeps at a time
+TIMER_SLICE_S = 0.002
+
+
+class TimerLateness:
+    """A thread that sleeps TIMER_SLICE_S at a time and counts the wake-ups that come more than TIMER_LATE_MS
+    late: the guest's timers firing late, HTB's and netem's with them, as they do when the host takes its CPUs
+    from the emulator. The lab VM's measure of running late, for `on_time`."""
+
+    def __init__(self) -> None:
+        self.late = 0
+        self.worst_ms = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="timer-lateness", daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            time.sleep(TIMER_SLICE_S)
+            over_ms = (time.monotonic() - t0 - TIMER_SLICE_S) * 1000
+            self.worst_ms = max(self.worst_ms, over_ms)
+            if over_ms > TIMER_LATE_MS:
+                self.late += 1
+
+    def __enter__(self) -> TimerLateness:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def flow_summary(res: dict[str, Any]) -> dict[str, Any]:
@@ -267,6 +304,40 @@ def test_netem_dumbbell_run_measures_80ms_rtt(veth_pair: tuple[str, str], report
     assert WANT_RTT_MS <= pinged_ms <= WANT_RTT_MS + MAX_LIFT_MS, (
         f"pings over {WANT_RTT_MS:g} ms of netem: {pinged_ms} ms"
     )
+    # the run's rate and RTT are the guest kernel's timers' (HTB's, netem's): tried again where they fired late
+    tries: list[dict[str, Any]] = []
+    with TimerLateness() as timers:
+        try:
+            on_time(lambda: _netem_run(pinged_ms, report, tries, timers), lambda: timers.late, "the lab VM's timers")
+        finally:
+            report.setdefault("netem", {})["tries"] = tries
+
+
+def _netem_run(pinged_ms: float, report: dict[str, Any], tries: list[dict[str, Any]], timers: TimerLateness) -> None:
+    """One `cclab run` of the netem spec and the checks on it; each try's departure rate, the timers' late
+    wake-ups meanwhile and its failure, if any, go in `tries`."""
+    late0, failed = timers.late, None
+    try:
+        _netem_checks(pinged_ms, report)
+    except AssertionError as exc:
+        failed = str(exc)[:300]
+        raise
+    finally:
+        n = report.get("netem", {})
+        rate = (n.get("checks") or {}).get("backlogged_rate_over_rate", {})
+        tries.append(
+            {
+                "run_dir": n.get("run_dir"),
+                "backlogged_rate_over_rate": rate.get("value"),
+                "timers_late": timers.late - late0,
+                "timer_late_ms": TIMER_LATE_MS,
+                "worst_timer_ms": round(timers.worst_ms, 1),
+                "failed": failed,
+            }
+        )
+
+
+def _netem_checks(pinged_ms: float, report: dict[str, Any]) -> None:
     results = Path(os.environ.get("CCLAB_VM_RESULTS", REPO / "build" / "vm-test" / "results"))
     results.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "controller.cli", "run", str(SPEC), "--no-live", "--json", "--results", str(results)]
@@ -296,6 +367,7 @@ def test_netem_dumbbell_run_measures_80ms_rtt(veth_pair: tuple[str, str], report
         ],
         "fidelity": summ["fidelity"]["ok"],
         "notes": summ["fidelity"]["notes"],
+        "checks": summ["fidelity"]["checks"],
         "monitor": summ.get("monitor"),
     }
     assert summ["complete"], f"run incomplete: {summ['reason']}"

@@ -1,23 +1,31 @@
-"""A bulk MPTCP transfer, run inside Mininet hosts (stdlib only).
+"""A bulk MPTCP transfer, or with --tcp a plain TCP one, run inside Mininet hosts (stdlib only).
 
-    mptcp_bulk.py sink ADDR PORT
-    mptcp_bulk.py send SRC SPORT DST DPORT --duration-s T --cc ALGO [--mss BYTES]
+    mptcp_bulk.py sink ADDR PORT [--tcp]
+    mptcp_bulk.py send SRC SPORT DST DPORT (--duration-s T | --bytes N) --cc ALGO [--mss BYTES] [--tcp]
 
-The sink listens with an MPTCP socket (IPPROTO_MPTCP) on ADDR:PORT, prints
-{"ready": true} once listening, accepts one connection and counts what it
-reads; at the connection's end (or on SIGINT) it prints {"received": bytes,
-"seconds": from the first byte to the last}.  The sender binds SRC:SPORT, sets
-the congestion control ALGO on the connection (the kernel gives every subflow
-the same) and, with --mss, TCP_MAXSEG (every subflow takes it), connects and
-writes for T seconds, with at most NOTSENT_LOWAT_BYTES written but not yet sent
-(TCP_NOTSENT_LOWAT: what it wrote by T is on its way by T, not a send buffer
-behind), then half-closes and waits for the sink to close (all it
-wrote has arrived, as iperf3 ends), closes, and waits until every subflow has
-sent its last packet (its ACK of the sink's FIN: the subflow reaches
-TIME_WAIT), so that the data plane's last read, taken when this process has
-ended, counts every packet the subflows sent; it prints {"sent": bytes,
-"seconds": T and that wait}.  Which paths the subflows take is the kernel path manager's
-business, set up by the experiment (endpoints and limits).
+The sink listens with an MPTCP socket (IPPROTO_MPTCP; with --tcp, TCP) on
+ADDR:PORT, prints {"ready": true} once listening, accepts one connection and
+counts what it reads; at the connection's end (or on SIGINT) it prints
+{"received": bytes, "seconds": from the first byte to the last, "first_at" and
+"last_at": those two moments on CLOCK_MONOTONIC}.  The sender binds SRC:SPORT,
+sets the congestion control ALGO on the socket before it connects (the kernel
+gives every subflow the same) and, with --mss, TCP_MAXSEG (every subflow takes
+it), connects and writes for T seconds, with at most NOTSENT_LOWAT_BYTES
+written but not yet sent (TCP_NOTSENT_LOWAT: what it wrote by T is on its way
+by T, not a send buffer behind), or writes N bytes as fast as the socket takes
+them.  Then it half-closes and waits for the sink to close (all it wrote has
+arrived, as iperf3 ends), closes, and waits until every subflow has sent its
+last packet (its ACK of the sink's FIN: the subflow reaches TIME_WAIT), so
+that the data plane's last read, taken when this process has ended, counts
+every packet the subflows sent; it prints {"sent": bytes, "seconds": T and
+that wait, "start_at": when it began to connect, on CLOCK_MONOTONIC}.
+
+A transfer of N bytes is complete when the sink has read its last byte:
+last_at - start_at, one clock, as Mininet's hosts are namespaces of one kernel.
+(iperf3 -n ends at its last write, a send buffer ahead of the last byte's
+arrival: about two round trips short for a 100 kB fetch.)  Which paths an MPTCP
+connection's subflows take is the kernel path manager's business, set up by the
+experiment (endpoints and limits).
 """
 
 from __future__ import annotations
@@ -63,8 +71,12 @@ def _stop(_sig: int, _frame: FrameType | None) -> None:
     raise _Stop
 
 
+def _protocol(a: argparse.Namespace) -> int:
+    return socket.IPPROTO_TCP if a.tcp else IPPROTO_MPTCP
+
+
 def sink(a: argparse.Namespace) -> None:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, _protocol(a))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((a.addr, a.port))
     s.listen(1)
@@ -80,7 +92,8 @@ def sink(a: argparse.Namespace) -> None:
         conn.close()  # the sender waits for this: everything it wrote has arrived
     except _Stop:
         pass
-    print(json.dumps({"received": total, "seconds": round(last - first, 6)}), flush=True)
+    out = {"received": total, "seconds": round(last - first, 6), "first_at": first, "last_at": last}
+    print(json.dumps(out), flush=True)
 
 
 def _hex_endpoint(sa: bytes) -> str | None:
@@ -89,8 +102,20 @@ def _hex_endpoint(sa: bytes) -> str | None:
     family, port = struct.unpack_from("=HH", sa)  # sa_family in host order, sin_port in network order
     if family != socket.AF_INET:
         return None
-    addr = struct.unpack_from("=I", sa, 4)[0]
-    return f"{addr:08X}:{socket.ntohs(port):04X}"
+    return _hex(sa[4:8], socket.ntohs(port))
+
+
+def _hex(packed_addr: bytes, port: int) -> str:
+    """ADDR:PORT as /proc/net/tcp writes them, from the address's four bytes in network order."""
+    return f"{struct.unpack('=I', packed_addr)[0]:08X}:{port:04X}"
+
+
+def _endpoints(s: socket.socket, tcp: bool) -> set[tuple[str, str]]:
+    """The connection's (local, remote) per subflow, or its one pair for a TCP socket."""
+    if not tcp:
+        return subflow_endpoints(s)
+    (la, lp), (ra, rp) = s.getsockname(), s.getpeername()
+    return {(_hex(socket.inet_aton(la), lp), _hex(socket.inet_aton(ra), rp))}
 
 
 def subflow_endpoints(s: socket.socket) -> set[tuple[str, str]]:
@@ -131,21 +156,27 @@ def wait_subflows_closed(ends: set[tuple[str, str]], timeout_s: float = CLOSE_WA
 
 
 def send(a: argparse.Namespace) -> None:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, _protocol(a))
     s.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, a.cc.encode())
-    s.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, NOTSENT_LOWAT_BYTES)
+    if a.bytes is None:
+        s.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, NOTSENT_LOWAT_BYTES)
     if a.mss:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, a.mss)
     s.bind((a.src, a.sport))
+    start_at = time.monotonic()
     s.connect((a.dst, a.dport))
-    buf = b"\0" * CHUNK_BYTES
+    buf = memoryview(b"\0" * CHUNK_BYTES)
     total = 0
     ends: set[tuple[str, str]] = set()
     t0 = time.monotonic()
     try:
-        while time.monotonic() - t0 < a.duration_s:
-            total += s.send(buf)
-        ends = subflow_endpoints(s)  # before the close: afterwards the subflows have no owner to ask
+        if a.bytes is None:
+            while time.monotonic() - t0 < a.duration_s:
+                total += s.send(buf)
+        else:
+            while total < a.bytes:
+                total += s.send(buf[: min(CHUNK_BYTES, a.bytes - total)])
+        ends = _endpoints(s, a.tcp)  # before the close: afterwards the subflows have no owner to ask
         # like iperf3, end when the receiver has it all: half-close, then wait for the sink's close
         s.shutdown(socket.SHUT_WR)
         while s.recv(CHUNK_BYTES):
@@ -154,7 +185,7 @@ def send(a: argparse.Namespace) -> None:
         pass
     s.close()
     closed = wait_subflows_closed(ends) if ends else False
-    out = {"sent": total, "seconds": round(time.monotonic() - t0, 6), "cc": a.cc}
+    out = {"sent": total, "seconds": round(time.monotonic() - t0, 6), "cc": a.cc, "start_at": start_at}
     print(json.dumps({**out, "subflows": len(ends), "subflows_closed": closed}), flush=True)
 
 
@@ -166,14 +197,18 @@ def main() -> None:
     pk = sub.add_parser("sink")
     pk.add_argument("addr")
     pk.add_argument("port", type=int)
+    pk.add_argument("--tcp", action="store_true", help="a TCP socket instead of an MPTCP one")
     ps = sub.add_parser("send")
     ps.add_argument("src")
     ps.add_argument("sport", type=int)
     ps.add_argument("dst")
     ps.add_argument("dport", type=int)
-    ps.add_argument("--duration-s", type=float, required=True)
+    amount = ps.add_mutually_exclusive_group(required=True)
+    amount.add_argument("--duration-s", type=float, help="write for this long")
+    amount.add_argument("--bytes", type=int, help="write this many bytes")
     ps.add_argument("--cc", required=True)
     ps.add_argument("--mss", type=int, help="TCP_MAXSEG of the connection, bytes")
+    ps.add_argument("--tcp", action="store_true", help="a TCP socket instead of an MPTCP one")
     a = p.parse_args()
     if a.cmd == "send":
         send(a)

@@ -1,10 +1,11 @@
-"""Traffic between Mininet hosts: iperf3 TCP flows, on-off UDP and MPTCP connections; readiness by polling.
+"""Traffic between Mininet hosts: iperf3 TCP flows, transfers, on-off UDP, MPTCP connections; readiness by polling.
 
 Each flow gets its own server port and a fixed client data port (--cport),
 so the data plane's 5-tuple counters name the flow exactly; each generator's
-own JSON is kept next to the results.  A TCP flow sends for its duration or
-transfers a fixed number of bytes (its completion time is recorded); an
-on-off UDP flow is hosts/udp_onoff.py, an MPTCP connection hosts/mptcp_bulk.py.
+own JSON is kept next to the results.  A TCP flow is iperf3 sending for its
+duration; a transfer of a fixed number of bytes, an MPTCP connection and its
+sink are hosts/mptcp_bulk.py (a transfer's completion time is recorded when the
+receiver has its last byte); an on-off UDP flow is hosts/udp_onoff.py.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class _Generator:
     def done(self) -> bool:
         return self.client is not None and self.client.poll() is not None
 
+    def report(self) -> dict[str, Any]:
+        """What summary.json records of the generator's own view (a transfer's completion time, offered bytes)."""
+        return {}
+
     def stop(self) -> None:
         """Stop both ends (SIGINT first, so each still writes its JSON)."""
         for proc in (self.client, self.server):
@@ -130,8 +135,6 @@ class IperfFlow(_Generator):
     """One TCP flow: iperf3 server on the receiver, client on the sender."""
 
     algo: str = "cubic"
-    bytes_total: int | None = None
-    """Transfer this many bytes and stop (its completion time is recorded); None: send for duration_s."""
     mss: int | None = None
     """The sender's TCP_MAXSEG (iperf3 --set-mss); None: the path's."""
 
@@ -162,7 +165,8 @@ class IperfFlow(_Generator):
             str(self.client_port),
             "-C",
             self.algo,
-            *(["-n", str(self.bytes_total)] if self.bytes_total else ["-t", f"{self.duration_s:g}"]),
+            "-t",
+            f"{self.duration_s:g}",
             *(["--set-mss", str(self.mss)] if self.mss else []),
             "-J",
             "--connect-timeout",
@@ -178,14 +182,6 @@ class IperfFlow(_Generator):
         except (OSError, ValueError):
             return {}
         return data
-
-    def report(self) -> dict[str, Any]:
-        """What summary.json records of the generator's own view: a finite transfer's completion time."""
-        if not self.bytes_total:
-            return {}
-        sent = self.result().get("end", {}).get("sum_sent", {})
-        done = sent.get("bytes", 0) >= self.bytes_total
-        return {"completion_s": float(sent["seconds"]) if done and "seconds" in sent else None}
 
     def goodput_bps(self) -> float | None:
         end = self.result().get("end", {})
@@ -257,10 +253,16 @@ class MptcpFlow(_Generator):
     algo: str = "cubic"
     mss: int | None = None
     """The sender's TCP_MAXSEG on the MPTCP socket (every subflow takes it); None: the path's."""
+    #: the tool's socket: MPTCP here, TCP for a TransferFlow
+    protocol: tuple[str, ...] = field(default=(), init=False)
+
+    def _amount(self) -> list[str]:
+        """How much the sender writes: for its duration."""
+        return ["--duration-s", f"{self.duration_s:g}"]
 
     def start_server(self, host: Any) -> None:
         # on every address: the second subflow joins at the receiver's address on the other path
-        args = [sys.executable, str(MPTCP_TOOL), "sink", "0.0.0.0", str(self.server_port)]
+        args = [sys.executable, str(MPTCP_TOOL), "sink", "0.0.0.0", str(self.server_port), *self.protocol]
         self.server = self._popen(host, args, "sink")
 
     def wait_server(self, timeout_s: float = 5.0) -> None:
@@ -269,8 +271,8 @@ class MptcpFlow(_Generator):
     def start_client(self, host: Any) -> None:
         args = [
             sys.executable, str(MPTCP_TOOL), "send", self.src_ip, str(self.client_port), self.dst_ip,
-            str(self.server_port), "--duration-s", f"{self.duration_s:g}", "--cc", self.algo,
-            *(["--mss", str(self.mss)] if self.mss else []),
+            str(self.server_port), *self._amount(), "--cc", self.algo,
+            *(["--mss", str(self.mss)] if self.mss else []), *self.protocol,
         ]  # fmt: skip
         self.client = self._popen(host, args, "send")
 
@@ -287,3 +289,26 @@ class MptcpFlow(_Generator):
     def error(self) -> str | None:
         bad = self._client_error()
         return None if bad is None else f"mptcp: {bad}"
+
+
+@dataclass
+class TransferFlow(MptcpFlow):
+    """A TCP transfer of bytes_total (hosts/mptcp_bulk.py over TCP), complete when the receiver has read its
+    last byte: its completion time runs from the sender's connect to that moment (iperf3 -n would end at its
+    last write, a send buffer earlier)."""
+
+    bytes_total: int = 0
+    protocol: tuple[str, ...] = field(default=("--tcp",), init=False)
+
+    def _amount(self) -> list[str]:
+        return ["--bytes", str(self.bytes_total)]
+
+    def report(self) -> dict[str, Any]:
+        """The completion time, where the receiver got every byte."""
+        send, sink = self._json("send"), self._json("sink")
+        done = (sink.get("received") or 0) >= self.bytes_total and "start_at" in send and "last_at" in sink
+        return {"completion_s": round(sink["last_at"] - send["start_at"], 6) if done else None}
+
+    def error(self) -> str | None:
+        bad = self._client_error()
+        return None if bad is None else f"transfer: {bad}"

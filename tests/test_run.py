@@ -119,14 +119,7 @@ def test_one_tcp_flow_fills_the_bottleneck_queue(tmp_path: Path, frees: str, mon
     link's own BPF program frees each packet instead."""
     if frees == "link program":
         monkeypatch.setattr(sysctls, "FREE_AT_HOST_PORTS", False)
-    raw = {
-        "name": "pytest-tsq",
-        "duration_s": 8,
-        "seed": 3,
-        "topology": {"kind": "dumbbell", "pairs": 1},
-        "bottleneck": {"rate_mbps": 10, "queue_pkts": 100, "delay_ms": 20},
-        "flows": [{"algo": "reno", "src": "h1", "dst": "r1"}],
-    }
+    raw = _one_flow("pytest-tsq", 8, {"rate_mbps": 10, "queue_pkts": 100, "delay_ms": 20}, {"algo": "reno"})
     out = runner.run(spec.parse(raw), runner.RunOptions(results_root=tmp_path, plots=False))
     assert out.summary["complete"], out.summary["reason"]
     rows = (out.run_dir / "link.csv").read_text().splitlines()
@@ -144,6 +137,33 @@ def test_one_tcp_flow_fills_the_bottleneck_queue(tmp_path: Path, frees: str, mon
         assert owned <= others, f"{owned} packets reached the link still owned, more than the {others} not the flow's"
     else:
         assert owned >= flow["packets"] // 2, f"the link's program freed only {owned} of {flow['packets']} packets"
+
+
+def _one_flow(name: str, duration_s: float, bottleneck: dict[str, Any], flow: dict[str, Any]) -> dict[str, Any]:
+    """A dumbbell spec of one flow, h1 to r1."""
+    return {
+        "name": name,
+        "duration_s": duration_s,
+        "seed": 3,
+        "topology": {"kind": "dumbbell", "pairs": 1},
+        "bottleneck": bottleneck,
+        "flows": [{"src": "h1", "dst": "r1", **flow}],
+    }
+
+
+def test_a_transfer_completes_when_its_last_byte_arrives(tmp_path: Path) -> None:
+    """A 100 kB transfer (69 segments) over a 100 ms path with room to spare: the handshake takes a round trip,
+    slow start from 10 segments three more (10, 20, 40), the last byte half of one: about 3.5 RTTs. Its recorded
+    completion is the receiver's last byte; iperf3 -n ended at its last write, about two round trips in."""
+    bottleneck = {"rate_mbps": 100, "queue_pkts": 1000, "delay_ms": 50}
+    raw = _one_flow("pytest-transfer", 4, bottleneck, {"algo": "reno", "bytes": 100_000})
+    out = runner.run(spec.parse(raw), runner.RunOptions(results_root=tmp_path, plots=False))
+    assert out.summary["complete"], out.summary["reason"]
+    [flow] = out.summary["flows"]
+    rtt_s = 0.1
+    assert flow["completion_s"] is not None and 3 * rtt_s <= flow["completion_s"] <= 5 * rtt_s, flow
+    assert flow["bytes"] >= 100_000 and flow["queue_drops"] == 0, flow
+    assert flow["throughput_bps"] == pytest.approx(flow["bytes"] * 8 / flow["completion_s"], rel=1e-3), flow
 
 
 TUNED = {

@@ -28,7 +28,7 @@ from controller.network.mininet import gone_shells, load_p4switch_module, load_t
 from controller.spec import Flow, Spec
 from hosts import stack
 from hosts.tcpinfo import TcpInfoSampler
-from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, MptcpFlow, UdpOnOffFlow
+from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, MptcpFlow, TransferFlow, UdpOnOffFlow
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def subflows(f: Flow, i: int) -> list[tuple[int, int, int]]:
     return out
 
 
-Traffic = IperfFlow | UdpOnOffFlow | MptcpFlow
+Traffic = IperfFlow | UdpOnOffFlow | MptcpFlow | TransferFlow
 
 
 @dataclass
@@ -332,11 +332,13 @@ class Experiment:
             if f.is_mptcp:
                 self._mptcp_hosts(net, i, f)
                 fl = MptcpFlow(f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, mss=f.mss_bytes)
-            elif f.is_tcp:
-                fl = IperfFlow(
-                    f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, bytes_total=f.bytes,
-                    mss=f.mss_bytes,
+            elif f.is_tcp and f.bytes:
+                fl = TransferFlow(
+                    f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, mss=f.mss_bytes,
+                    bytes_total=f.bytes,
                 )  # fmt: skip
+            elif f.is_tcp:
+                fl = IperfFlow(f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir, algo=f.algo, mss=f.mss_bytes)
             else:
                 fl = UdpOnOffFlow(
                     f.id, i, p.src_ip, p.dst_ip, f.duration_s, flows_dir,

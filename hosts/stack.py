@@ -22,6 +22,8 @@ def sysctls(buffer_bytes: int, sack: bool, ephemeral_ports: tuple[int, int]) -> 
         ("net.ipv4.tcp_rmem", f"4096 131072 {buffer_bytes}"),
         ("net.ipv4.tcp_wmem", f"4096 16384 {buffer_bytes}"),
         ("net.ipv4.tcp_no_metrics_save", "1"),
+        # ephemeral ports (iperf3's control connections) above every flow's fixed client port, so that none can
+        # take one first (seen: "unable to connect stream: Address already in use")
         ("net.ipv4.ip_local_port_range", f"{ephemeral_ports[0]} {ephemeral_ports[1]}"),
         ("net.ipv4.tcp_sack", "1" if sack else "0"),
         ("net.ipv4.tcp_congestion_control", DEFAULT_ALGO),

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +255,8 @@ class MptcpFlow(_Generator):
     """The sender's TCP_MAXSEG on the MPTCP socket (every subflow takes it); None: the path's."""
     #: the tool's socket: MPTCP here, TCP for a TransferFlow
     protocol: tuple[str, ...] = field(default=(), init=False)
+    #: what an error names
+    what: ClassVar[str] = "mptcp"
 
     def _amount(self) -> list[str]:
         """How much the sender writes: for its duration."""
@@ -288,7 +290,7 @@ class MptcpFlow(_Generator):
 
     def error(self) -> str | None:
         bad = self._client_error()
-        return None if bad is None else f"mptcp: {bad}"
+        return None if bad is None else f"{self.what}: {bad}"
 
 
 @dataclass
@@ -299,6 +301,7 @@ class TransferFlow(MptcpFlow):
 
     bytes_total: int = 0
     protocol: tuple[str, ...] = field(default=("--tcp",), init=False)
+    what: ClassVar[str] = "transfer"
 
     def _amount(self) -> list[str]:
         return ["--bytes", str(self.bytes_total)]
@@ -308,7 +311,3 @@ class TransferFlow(MptcpFlow):
         send, sink = self._json("send"), self._json("sink")
         done = (sink.get("received") or 0) >= self.bytes_total and "start_at" in send and "last_at" in sink
         return {"completion_s": round(sink["last_at"] - send["start_at"], 6) if done else None}
-
-    def error(self) -> str | None:
-        bad = self._client_error()
-        return None if bad is None else f"transfer: {bad}"

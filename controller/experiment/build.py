@@ -258,8 +258,6 @@ class Experiment:
             # all three re-send raw frames: checksums must be complete (mininet/p4switch.py)
             load_p4switch_module().checksum_offload_off(net.hosts)
         bufs = socket_buffer_bytes(self.spec)
-        # ephemeral ports (iperf3's control connections) above every flow's fixed client port, so that none can
-        # take one first (seen: "unable to connect stream: Address already in use")
         settings = stack.sysctls(bufs, self.spec.sack, EPHEMERAL_PORTS)
         for h in net.hosts:
             for name, value in settings:

@@ -514,11 +514,13 @@ def run_clauses(clauses: tuple[str, ...], program: Path) -> dict[str, tuple[bool
             )
         except subprocess.TimeoutExpired:
             return {c: (False, f"the conformance suite took over {CLAUSES_TIMEOUT_S} s") for c in clauses}
-        if not report.exists():
+        verdicts = _clause_verdicts(ET.parse(report).getroot()) if report.exists() else {}
+        if not verdicts:  # no test ran at all (a collection error, or the suite's guard refused this host): say why
             said = (proc.stdout + proc.stderr).strip().splitlines()
             why = said[-1] if said else f"pytest exited {proc.returncode}"
+            why = re.sub(r"^!?\s*_pytest\.outcomes\.Exit:\s*", "", why).rstrip(" !")
             return {c: (False, f"the conformance suite did not run: {why}") for c in clauses}
-        return _clause_verdicts(ET.parse(report).getroot())
+        return verdicts
 
 
 def _clause_verdicts(root: ET.Element) -> dict[str, tuple[bool, str]]:

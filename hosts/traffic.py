@@ -4,7 +4,7 @@ Each flow gets its own server port and a fixed client data port (--cport),
 so the data plane's 5-tuple counters name the flow exactly; each generator's
 own JSON is kept next to the results.  A TCP flow is iperf3 sending for its
 duration; a transfer of a fixed number of bytes, an MPTCP connection and its
-sink are hosts/mptcp_bulk.py (a transfer's completion time is recorded when the
+sink are hosts/bulk.py (a transfer's completion time is recorded when the
 receiver has its last byte); an on-off UDP flow is hosts/udp_onoff.py.
 """
 
@@ -242,12 +242,12 @@ class UdpOnOffFlow(_Generator):
         return None if bad is None else f"udp_onoff: {bad}"
 
 
-MPTCP_TOOL = Path(__file__).resolve().parent / "mptcp_bulk.py"
+BULK_TOOL = Path(__file__).resolve().parent / "bulk.py"
 
 
 @dataclass
 class MptcpFlow(_Generator):
-    """One MPTCP connection (hosts/mptcp_bulk.py): a sink listening on every address of the receiver, a
+    """One MPTCP connection (hosts/bulk.py): a sink listening on every address of the receiver, a
     sender whose first subflow leaves from src_ip:client_port; the kernel adds the other subflows."""
 
     algo: str = "cubic"
@@ -264,7 +264,7 @@ class MptcpFlow(_Generator):
 
     def start_server(self, host: Any) -> None:
         # on every address: the second subflow joins at the receiver's address on the other path
-        args = [sys.executable, str(MPTCP_TOOL), "sink", "0.0.0.0", str(self.server_port), *self.protocol]
+        args = [sys.executable, str(BULK_TOOL), "sink", "0.0.0.0", str(self.server_port), *self.protocol]
         self.server = self._popen(host, args, "sink")
 
     def wait_server(self, timeout_s: float = 5.0) -> None:
@@ -272,7 +272,7 @@ class MptcpFlow(_Generator):
 
     def start_client(self, host: Any) -> None:
         args = [
-            sys.executable, str(MPTCP_TOOL), "send", self.src_ip, str(self.client_port), self.dst_ip,
+            sys.executable, str(BULK_TOOL), "send", self.src_ip, str(self.client_port), self.dst_ip,
             str(self.server_port), *self._amount(), "--cc", self.algo,
             *(["--mss", str(self.mss)] if self.mss else []), *self.protocol,
         ]  # fmt: skip
@@ -295,7 +295,7 @@ class MptcpFlow(_Generator):
 
 @dataclass
 class TransferFlow(MptcpFlow):
-    """A TCP transfer of bytes_total (hosts/mptcp_bulk.py over TCP), complete when the receiver has read its
+    """A TCP transfer of bytes_total (hosts/bulk.py over TCP), complete when the receiver has read its
     last byte: its completion time runs from the sender's connect to that moment (iperf3 -n would end at its
     last write, a send buffer earlier)."""
 

@@ -1,7 +1,7 @@
 """A bulk MPTCP transfer, or with --tcp a plain TCP one, run inside Mininet hosts (stdlib only).
 
-    mptcp_bulk.py sink ADDR PORT [--tcp]
-    mptcp_bulk.py send SRC SPORT DST DPORT (--duration-s T | --bytes N) --cc ALGO [--mss BYTES] [--tcp]
+    bulk.py sink ADDR PORT [--tcp]
+    bulk.py send SRC SPORT DST DPORT (--duration-s T | --bytes N) --cc ALGO [--mss BYTES] [--tcp]
 
 The sink listens with an MPTCP socket (IPPROTO_MPTCP; with --tcp, TCP) on
 ADDR:PORT, prints {"ready": true} once listening, accepts one connection and

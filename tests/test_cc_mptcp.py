@@ -76,6 +76,17 @@ def _in(ns: str, *args: str) -> None:
     subprocess.run(["ip", "netns", "exec", ns, *args], check=True, capture_output=True, text=True)
 
 
+def _mptcp_counters(ns: str) -> dict[str, int]:
+    """The namespace's MPTCP counters that are not zero (/proc/net/netstat's MPTcpExt: ADD_ADDRs sent and echoed,
+    MP_JOINs, ...): what the path manager did, for a failure's message."""
+    argv = ["ip", "netns", "exec", ns, "cat", "/proc/net/netstat"]
+    text = subprocess.run(argv, capture_output=True, text=True).stdout
+    lines = [ln.split() for ln in text.splitlines() if ln.startswith("MPTcpExt:")]
+    if len(lines) < 2:
+        return {}
+    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:]) if v != "0"}
+
+
 @pytest.fixture(params=sorted(CASES))
 def two_paths(request: pytest.FixtureRequest) -> Iterator[Case]:
     case = CASES[request.param]
@@ -190,11 +201,12 @@ def test_two_subflows_share_one_coupling_state(two_paths: Case) -> None:
         reader.close()
         cc.unload(loaded)
 
-    print(f"\nmptcpw ({form}) over {case}: bytes acked {acked}, min RTT us {min_rtt_us}")
+    pm = {ns: _mptcp_counters(ns) for ns in (A, B)}
+    print(f"\nmptcpw ({form}) over {case}: bytes acked {acked}, min RTT us {min_rtt_us}, MPTCP counters {pm}")
     assert form == "ebpf", f"mptcpw loaded as {form}, not its coupled eBPF form (module built: {module_there})"
     assert received == sent, f"received {received} of {sent} bytes"
     paths = {f"{net}.1" for _a, _b, net in PATHS}
-    assert set(acked) == paths, f"subflows seen with mptcpw: {acked}"
+    assert set(acked) == paths, f"subflows seen with mptcpw: {acked}; MPTCP counters {pm}"
     for src, n in acked.items():
         assert n > 2_000_000, f"subflow from {src} carried only {n} bytes (all: {acked})"
     assert set(states) == paths, f"exported state for {sorted(states)}"

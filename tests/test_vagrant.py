@@ -22,11 +22,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
 from controller.clean import VAGRANT_NS_HOLDER, VAGRANT_STATE_ROOT
+from tests.timing import TIMER_LATE_MS, on_time
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_BOX = REPO / "vm" / "box" / "build-box.sh"
@@ -423,17 +424,9 @@ def test_vagrant_up_runs_the_demo_in_the_box_and_leaves_nothing(vagrant_here: No
             # the P4 provisioner says in one line why it does not run on this Debian guest
             assert re.search(r"p4: skipped: the p4lang packages are built for Ubuntu", res.stdout), _tail(res)
 
-            demo, times["make demo"] = _vagrant(
-                box, [*SSH, f"cd /vagrant && sudo make demo DEMO={DEMO}"], DEMO_TIMEOUT_S
-            )
-            assert demo.returncode == 0, f"make demo in the box: exit {demo.returncode}:\n{_tail(demo, box)}"
-            m = re.search(r"^results \((\w+)\): (\S+)$", demo.stdout, re.M)
-            assert m, f"make demo printed no results line:\n{_tail(demo)}"
-            # the run's directory as cclab printed it (absolute, or relative to the tree)
-            cat, _ = _vagrant(box, [*SSH, f"cd /vagrant && cat {m.group(2)}/summary.json"], 120)
-            assert cat.returncode == 0, _tail(cat)
-            summ = json.loads(cat.stdout)
-            print("make demo in the box, its end:\n" + "\n".join(demo.stdout.splitlines()[-12:]))
+            # the run's RTT and rates are the box's timers' (software-emulated): tried again where they woke late
+            late = [0]
+            on_time(lambda: _demo_in_the_box(box, times, late), lambda: late[0], "the box's timers")
         except KeyboardInterrupt:
             # no `vagrant destroy` to wait for: the namespaces end, and the domain, its network and its volumes
             # (all in the test's state directory) with them
@@ -452,11 +445,29 @@ def test_vagrant_up_runs_the_demo_in_the_box_and_leaves_nothing(vagrant_here: No
         assert destroyed, f"vagrant destroy -f: exit {res.returncode}:\n{_tail(res)}"
         left = _libvirt_objects(box)
         assert not left, f"vagrant destroy left in libvirt: {left}"
-        assert summ["complete"] is True, summ["reason"]
-        print(f"the box's polls (ms late): {summ.get('monitor')}")
-        assert summ["fidelity"]["ok"] is True, f"fidelity not ok in the box: {summ['fidelity']['notes']}"
     left = host.wait_left()
     assert not left, f"the vagrant test left behind: {left}"
+
+
+def _demo_in_the_box(box: Sandbox, times: dict[str, float], late: list[int]) -> dict[str, Any]:
+    """`make demo` over `vagrant ssh` to a complete run with fidelity ok: its summary.  late[0] counts the demos
+    whose controller woke from a poll's sleep over TIMER_LATE_MS late (the box's timers, not cclab, were slow)."""
+    n = sum(k.startswith("make demo") for k in times) + 1
+    demo, times[f"make demo {n}"] = _vagrant(box, [*SSH, f"cd /vagrant && sudo make demo DEMO={DEMO}"], DEMO_TIMEOUT_S)
+    assert demo.returncode == 0, f"make demo in the box: exit {demo.returncode}:\n{_tail(demo, box)}"
+    m = re.search(r"^results \((\w+)\): (\S+)$", demo.stdout, re.M)
+    assert m, f"make demo printed no results line:\n{_tail(demo)}"
+    # the run's directory as cclab printed it (absolute, or relative to the tree)
+    cat, _ = _vagrant(box, [*SSH, f"cd /vagrant && cat {m.group(2)}/summary.json"], 120)
+    assert cat.returncode == 0, _tail(cat)
+    summ: dict[str, Any] = json.loads(cat.stdout)
+    print("make demo in the box, its end:\n" + "\n".join(demo.stdout.splitlines()[-12:]))
+    assert summ["complete"] is True, summ["reason"]
+    polls = summ.get("monitor") or {}
+    print(f"the box's polls (ms late): {polls}")
+    late[0] += (polls.get("wake_ms_max") or 0) > TIMER_LATE_MS
+    assert summ["fidelity"]["ok"] is True, f"fidelity not ok in the box: {summ['fidelity']['notes']}"
+    return summ
 
 
 #: the test above, run by the tests below as a user runs it, to be interrupted in its `vagrant up`

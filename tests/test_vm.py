@@ -137,8 +137,11 @@ def test_every_cclab_module_loads_and_carries_traffic(guest: tuple[vm.VmResult, 
 
 def test_coupled_mptcpw_with_netem_in_the_lab_vm(guest: tuple[vm.VmResult, dict[str, Any]]) -> None:
     """tests/test_cc_mptcp.py's netem case ran in the guest after its modules were built, once, and passed."""
-    got = guest[1].get("mptcp_netem")
-    assert got == {"returncode": 0, "counts": {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}}, got
+    got = guest[1].get("mptcp_netem") or {}
+    for k, t in enumerate(got.get("tries", []), 1):  # more than one: a try failed with the guest's timers late
+        print(f"coupled MPTCPW with netem, try {k}: timers late {t['timers_late']} times, {t['failed'] or 'passed'}")
+    passed = {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}
+    assert (got.get("returncode"), got.get("counts")) == (0, passed), got
 
 
 def test_intree_baselines_load(guest: tuple[vm.VmResult, dict[str, Any]]) -> None:

@@ -34,7 +34,7 @@ import pytest
 import tomllib
 
 from controller.vm.baseline import MAX_LIFT_MS, ping_min_rtt_ms
-from tests.timing import on_time
+from tests.timing import TIMER_LATE_MS, on_time
 
 REPO = Path(__file__).resolve().parents[2]
 KMOD_DIR = REPO / "hosts" / "cc" / "build" / "kmod" / os.uname().release
@@ -137,8 +137,6 @@ def iperf_flow(client_ns: str, server_ns: str, algo: str, seconds: float) -> dic
     return res
 
 
-#: a timer wake-up this late counts as the guest's timers firing late (TimerLateness)
-TIMER_LATE_MS = 5.0
 #: how long the probe sleeps at a time
 TIMER_SLICE_S = 0.002
 
@@ -221,10 +219,20 @@ MPTCP_NETEM_TEST = "tests/test_cc_mptcp.py::test_two_subflows_share_one_coupling
 
 def test_coupled_mptcpw_with_netem(report: dict[str, Any], tmp_path: Path) -> None:
     """The host suite's netem case of coupled MPTCPW, run here with the modules just built (so the uncoupled
-    tcp_mptcpw.ko is there to choose); its JUnit report says it ran once and passed, nothing skipped."""
+    tcp_mptcpw.ko is there to choose); its JUnit report says it ran once and passed, nothing skipped.  Its
+    subflows and RTTs are the guest's timers' (netem's, HTB's, the path manager's): tried again where they
+    fired late, each try in the report."""
+    tries: list[dict[str, Any]] = []
+    report["mptcp_netem"] = {"tries": tries}
+    with TimerLateness() as timers:
+        on_time(lambda: _mptcp_netem_try(tmp_path, report, tries, timers), lambda: timers.late, "the lab VM's timers")
+
+
+def _mptcp_netem_try(tmp: Path, report: dict[str, Any], tries: list[dict[str, Any]], timers: TimerLateness) -> None:
     import xml.etree.ElementTree as ET
 
-    junit = tmp_path / "mptcp-netem.xml"
+    late0 = timers.late
+    junit = tmp / f"mptcp-netem-{len(tries) + 1}.xml"
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-rA", f"--junitxml={junit}"]
     proc = subprocess.run([*argv, MPTCP_NETEM_TEST], cwd=REPO, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
@@ -233,7 +241,9 @@ def test_coupled_mptcpw_with_netem(report: dict[str, Any], tmp_path: Path) -> No
     counts = (
         {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")} if suite is not None else {}
     )
-    report["mptcp_netem"] = {"returncode": proc.returncode, "counts": counts}
+    failed = next((ln.strip() for ln in out.splitlines() if ln.startswith("E ")), None) if proc.returncode else None
+    tries.append({"returncode": proc.returncode, "timers_late": timers.late - late0, "failed": failed})
+    report["mptcp_netem"].update(returncode=proc.returncode, counts=counts)
     assert proc.returncode == 0, f"{MPTCP_NETEM_TEST}: exit {proc.returncode}:\n{out[-3000:]}"
     assert counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, f"{counts}\n{out[-3000:]}"
 

@@ -688,13 +688,19 @@ def _climb_trial(report: dict[str, Any]) -> None:
     The router holds the 50-packet queue behind the shaper towards the receiver and the whole RTT's delay on
     the ACK direction, so that no data segment waits in a delay line while still charged to the sender's socket
     (TCP small queues would then cap what it has in flight)."""
-    with routed_namespaces() as (a, r, b):
-        rows = _climb_trace(a, r, b)
+    sh("insmod", str(KMOD_DIR / "tcp_logwestwood.ko"), "alpha_adapt=0")
+    try:
+        with routed_namespaces() as (a, r, b):
+            rows = _climb_trace(a, r, b)
+    finally:
+        # once the namespaces, and the flow's sockets with them, are gone
+        poll("rmmod tcp_logwestwood", lambda: sh("rmmod", "tcp_logwestwood", check=False).returncode == 0, 20)
     _check_climbs(rows, report)
 
 
 def _climb_trace(a: str, r: str, b: str) -> list[dict[str, int | float]]:
-    """The sender's samples of one LogWestwood+ flow over the routed path (recovery_probe.py's trace)."""
+    """The sender's samples of one LogWestwood+ flow (the module loaded) over the routed path (recovery_probe.py's
+    trace)."""
     # netem's rate paces each packet by its size (no token bucket for late emulated timers to starve); with no
     # delay of its own its limit is the drop-tail queue
     sh("tc", "-n", r, "qdisc", "add", "dev", "cl-rb", "root", "netem", "rate", f"{CLIMB_RATE_MBPS}mbit", "limit",
@@ -703,7 +709,6 @@ def _climb_trace(a: str, r: str, b: str) -> list[dict[str, int | float]]:
        "100000")  # fmt: skip
     sh("ip", "netns", "exec", a, "sysctl", "-q", "-w", "net.ipv4.tcp_wmem=4096 16384 33554432")
     sh("ip", "netns", "exec", b, "sysctl", "-q", "-w", "net.ipv4.tcp_rmem=4096 131072 33554432")
-    sh("insmod", str(KMOD_DIR / "tcp_logwestwood.ko"), "alpha_adapt=0")
     sink_argv = ["ip", "netns", "exec", b, sys.executable, str(PROBE), "sink", "10.9.2.1", "5201"]
     sink = subprocess.Popen(sink_argv, stdout=subprocess.PIPE, text=True)
     try:
@@ -714,9 +719,6 @@ def _climb_trace(a: str, r: str, b: str) -> list[dict[str, int | float]]:
     finally:
         sink.kill()
         sink.wait()
-        for ns in (a, r, b):
-            sh("ip", "netns", "del", ns, check=False)
-        poll("rmmod tcp_logwestwood", lambda: sh("rmmod", "tcp_logwestwood", check=False).returncode == 0, 20)
     return [dict(zip(out["columns"], smp)) for smp in out["samples"]]
 
 

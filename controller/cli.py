@@ -255,6 +255,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
             time.sleep(1)
         return 0
     specs = campaign.load(Path(args.file))
+    listed = campaign.jobs(Path(args.file))
     if args.campaign_cmd == "save":
         for st, a in campaign.save(specs):
             out.print(
@@ -267,15 +268,16 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         return 0
     if args.campaign_cmd == "status":
         states = [campaign.state(p) for p in specs]
-        t = Table("sweep", "runs complete", "fidelity failed", "hours left (runs only)", "directory")
-        for st in states:
+        t = Table("sweep", "runs complete", "fidelity failed", "hours left (runs only)", "at a time", "directory")
+        at_a_time = [listed.get(st.spec, args.jobs) for st in states]
+        for st, n in zip(states, at_a_time, strict=True):
             failed = f"{len(st.fidelity_failed)}" + (
                 f" ({', '.join(st.fidelity_failed)})" if st.fidelity_failed else ""
             )
             runs = f"{st.complete} / {st.total}" + (
                 f" ({st.other_sources} of other sources)" if st.other_sources else ""
             )
-            t.add_row(st.name, runs, failed, f"{st.hours_left:.1f}", _shown(st.dir))
+            t.add_row(st.name, runs, failed, f"{st.hours_left:.1f}", str(n), _shown(st.dir))
         out.print(t)
         pid = campaign.running()
         other = sum(s.other_sources for s in states)
@@ -283,17 +285,23 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         out.print(
             f"campaign: {'running, pid ' + str(pid) if pid else 'not running'}; "
             f"{sum(s.complete for s in states)} of {sum(s.total for s in states)} runs complete{mixed}, "
-            f"{sum(s.hours_left for s in states):.1f} h of runs left",
+            f"{sum(s.hours_left for s in states):.1f} h of runs left, "
+            f"{sum(s.hours_left / n for s, n in zip(states, at_a_time, strict=True)):.1f} h at the runs at a time "
+            "above",
             highlight=False,
         )
         return 0
     if args.jobs < 1:
         raise executors.ExecutorError(f"--jobs {args.jobs}: want a number >= 1")
-    execute = campaign.stoppable(executors.side_by_side(args.jobs), args.jobs)
+
+    def run_sweep(sw: sweep_spec.Sweep, d: Path) -> sweep.Progress:
+        n = listed.get(sw.path, args.jobs) if sw.path else args.jobs
+        err.print(f"campaign: {sw.name}, {n} run{'s' if n > 1 else ''} at a time", highlight=False)
+        execute = campaign.stoppable(executors.side_by_side(n), n)
+        return _sweep_live(sw, d, execute, "local", plots=False, no_live=args.no_live)
+
     with campaign.claimed():
-        done = campaign.run(
-            specs, lambda sw, d: _sweep_live(sw, d, execute, "local", plots=False, no_live=args.no_live)
-        )
+        done = campaign.run(specs, run_sweep)
     stopped = len(done) < len(specs) or any(p.skipped + p.done < p.total for _, p in done)
     out.print(
         f"campaign: {'stopped on request' if stopped else 'every sweep ran'}; `cclab campaign status` "
@@ -517,23 +525,44 @@ def _cmd_bench_delay(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_sweep(args: argparse.Namespace) -> int:
+    jobs = _jobs_list(args.jobs)
+    specs = dict(bench.sweep.specs_of(Path(f)) for f in args.spec) if args.spec else None
+    if args.runs < 1:
+        raise executors.ExecutorError(f"--runs {args.runs}: want a number >= 1")
     res = bench.side_by_side(
         duration_s=args.duration_s,
         runs=args.runs,
         progress=lambda m: err.print(f"bench sweep: {m}", highlight=False),
+        specs=specs,
+        jobs=jobs,
     )
     if args.json:
         print(json.dumps(res))
         return 0
     out.print(f"{res['runs']} runs of {res['duration_s']:g} s per N, each in namespaces of its own")
-    out.print(f"  {'spec':24} " + "  ".join(f"{f'N = {p}':>22}" for p in bench.sweep.JOBS), soft_wrap=True)
+    out.print(f"  {'spec':24} " + "  ".join(f"{f'N = {n}':>22}" for n in jobs), soft_wrap=True)
     for name, points in res["specs"].items():
         cells = [f"{p['runs_per_hour']:6.0f} runs/h {p['fidelity_ok']:2d}/{p['runs']} ok" for p in points]
         out.print(f"  {name:24} " + "  ".join(f"{c:>22}" for c in cells), soft_wrap=True)
+    for name, points in res["specs"].items():
+        for p in points:
+            for why in p["failed"]:
+                out.print(f"  failed its fidelity check, {name} at N = {p['jobs']}, {why}", soft_wrap=True)
     out.print(
         "the largest N whose pass rate is that of N = 1 is what this machine holds (measure it quiet)", soft_wrap=True
     )
     return 0
+
+
+def _jobs_list(text: str) -> tuple[int, ...]:
+    """--jobs of `cclab bench sweep`: "1,2,4" -> (1, 2, 4), or a one-line error."""
+    try:
+        jobs = tuple(int(j) for j in text.split(","))
+    except ValueError:
+        jobs = ()
+    if not jobs or min(jobs) < 1 or list(jobs) != sorted(set(jobs)):
+        raise executors.ExecutorError(f"--jobs {text}: want rising numbers >= 1, comma-separated, e.g. 1,2,4")
+    return jobs
 
 
 def _cmd_bench_setup(args: argparse.Namespace) -> int:
@@ -764,7 +793,8 @@ def parser() -> argparse.ArgumentParser:
     cp = sub.add_parser(
         "campaign",
         help="sweeps run one after another for hours, resumable, stopped between runs",
-        description="A campaign file lists sweep specs (`sweeps = [...]`, relative to it); `run` takes each in "
+        description="A campaign file lists sweep specs (`sweeps = [...]`, relative to it; an entry "
+        '{spec = "...", jobs = N} runs N of that sweep\'s runs side by side); `run` takes each in '
         "turn into its default directory, skipping what is complete, so running it again goes on where it "
         "stopped; `stop` lets the runs under way finish and starts no other; `status` reads the directories; "
         "`save` packs each sweep's complete runs into results/reference/campaign/ (commit them: a campaign "
@@ -785,7 +815,15 @@ def parser() -> argparse.ArgumentParser:
             help="campaign file (default experiments/papers.campaign.toml)",
         )
         if name == "run":
-            _run_options(c, "default 1; `cclab bench sweep` says how many this machine holds")
+            _run_options(
+                c,
+                "for the sweeps whose entry names no `jobs`; default 1; `cclab bench sweep --spec` says how many "
+                "this machine holds",
+            )
+        if name == "status":
+            c.add_argument(
+                "--jobs", type=int, default=1, metavar="N", help="as `run --jobs`, for the hours at a time (default 1)"
+            )
     cs = csub.add_parser("stop", help="the running campaign finishes its runs under way and starts no other")
     cs.add_argument("--wait", action="store_true", help="return when it has stopped")
     cp.set_defaults(func=_cmd_campaign)
@@ -895,12 +933,24 @@ def parser() -> argparse.ArgumentParser:
     bo.add_argument("--seconds", type=float, default=8.0, help="seconds per run (default 8)")
     bo.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
     bo.set_defaults(func=_cmd_bench_ovs)
-    bw = bsub.add_parser("sweep", help="runs per hour and fidelity pass rate at 1, 2, 3 runs side by side")
-    bw.add_argument("--json", action="store_true", help="print one JSON line")
-    bw.add_argument("--duration-s", type=float, default=20.0, help="seconds per run (default 20)")
-    bw.add_argument(
-        "--runs", type=int, default=6, help="runs per spec and N (default 6; below 3, N = 3 never has 3 going)"
+    bw = bsub.add_parser(
+        "sweep",
+        help="runs per hour and fidelity pass rate at 1, 2, 3 runs side by side",
+        description="How many runs side by side this machine holds: the same runs at each N, runs per hour and "
+        "the fidelity pass rate (and the checks that failed). The largest N whose pass rate is that of N = 1 is "
+        "what `--jobs` (and a campaign sweep's `jobs`) may be. Measure on a quiet machine.",
     )
+    bw.add_argument("--json", action="store_true", help="print one JSON line")
+    bw.add_argument(
+        "--spec",
+        action="append",
+        metavar="FILE",
+        help="a spec or sweep spec to measure (a sweep: run i is grid point i); repeatable (default: the demo "
+        "and the BTBE paper's path at 200 Mbit/s)",
+    )
+    bw.add_argument("--jobs", default="1,2,3", help="the N to measure, comma-separated (default 1,2,3)")
+    bw.add_argument("--duration-s", type=float, default=20.0, help="seconds per run, replacing the spec's (default 20)")
+    bw.add_argument("--runs", type=int, default=6, help="runs per spec and N (default 6; below N, N never has N going)")
     bw.set_defaults(func=_cmd_bench_sweep)
 
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")

@@ -50,6 +50,11 @@ def _write_run(task: sweep.Task, fidelity_ok: bool = True, source_hash: str | No
         ('sweeps = ["one.toml"]\norder = 1\n', "unknown key 'order': a campaign file has only `sweeps`"),
         ('sweeps = ["one.toml", "gone.toml"]\n', "sweeps[1] = 'gone.toml': no such spec"),
         ("sweeps = [\n", "cannot read the campaign file"),
+        ('sweeps = [{spec = "one.toml"}]\n', "sweeps[0] = {'spec': 'one.toml'}: want a spec path or a table"),
+        ('sweeps = [{spec = "one.toml", jobs = 0}]\n', "sweeps[0].jobs = 0: want a whole number >= 1"),
+        ('sweeps = [{spec = "one.toml", jobs = 2.5}]\n', "sweeps[0].jobs = 2.5: want a whole number >= 1"),
+        ('sweeps = [{spec = "gone.toml", jobs = 2}]\n', "sweeps[0] = 'gone.toml': no such spec"),
+        ("sweeps = [3]\n", "sweeps[0] = 3: want a spec path or a table"),
     ],
 )
 def test_bad_campaign_file_is_refused_in_one_line(files: Path, text: str, says: str) -> None:
@@ -57,6 +62,13 @@ def test_bad_campaign_file_is_refused_in_one_line(files: Path, text: str, says: 
     with pytest.raises(SweepError) as exc:
         campaign.load(files)
     assert says in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_an_entry_may_name_its_runs_side_by_side(files: Path) -> None:
+    files.write_text('sweeps = [{spec = "one.toml", jobs = 4}, "two.toml"]\n')
+    one, two = campaign.load(files)
+    assert (one.name, two.name) == ("one.toml", "two.toml")
+    assert campaign.jobs(files) == {one: 4}
 
 
 def test_the_repository_campaign_lists_sweeps_that_load() -> None:

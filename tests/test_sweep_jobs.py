@@ -1,5 +1,6 @@
 """Runs side by side (`cclab sweep --jobs N`): bad --jobs refused (no root); two isolated runs of one spec that
-overlap in time, and a sweep with --jobs 2, complete and leave nothing on the host (root)."""
+overlap in time, and a sweep with --jobs 2, complete and leave nothing on the host (root); `cclab bench sweep`,
+which says how many side by side a machine holds, measures a sweep's grid point by point (root)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from controller import system
+from controller.bench import sweep as bench_sweep
 from controller.experiment import executors, sweep
 from tests.conftest import CCLAB, REPO, loss_interval
 from tests.test_sweep import _complete_runs, _raw, _toml
@@ -147,3 +149,54 @@ def tomllib_load(path: Path) -> dict[str, Any]:
     from controller.spec import tomllib
 
     return dict(tomllib.loads(path.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--jobs", "2,1"], "--jobs 2,1: want rising numbers >= 1, comma-separated"),
+        (["--jobs", "0,1"], "--jobs 0,1: want rising numbers >= 1"),
+        (["--jobs", "two"], "--jobs two: want rising numbers >= 1"),
+        (["--runs", "0"], "--runs 0: want a number >= 1"),
+        (["--spec", "gone.toml"], "spec error: cannot read gone.toml"),
+    ],
+)
+def test_bench_sweep_refuses_bad_input_in_one_line(extra: list[str], message: str) -> None:
+    proc = subprocess.run([*CCLAB, "bench", "sweep", *extra], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"cclab: {message}"), proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_bench_sweep_takes_one_run_per_grid_point_of_a_sweep(tmp_path: Path) -> None:
+    spec_file = _toml(_raw(repetitions=3, **{"flows[0].algo": ["reno", "cubic"]}), tmp_path / "t.toml")
+    name, raws = bench_sweep.specs_of(spec_file)
+    assert name == "tiny"
+    assert [(r["name"], r["flows"][0]["algo"]) for r in raws] == [("tiny-p000-r0", "reno"), ("tiny-p001-r0", "cubic")]
+    plain = _raw()
+    del plain["sweep"]
+    assert bench_sweep.specs_of(_toml(plain, tmp_path / "plain.toml")) == ("tiny", [plain])
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("clean_host")
+def test_bench_sweep_of_a_spec_judges_every_run_at_every_n(tmp_path: Path) -> None:
+    spec_file = _toml(_raw(**{"flows[0].algo": ["reno", "cubic"]}), tmp_path / "t.toml")
+    before = _host_state()
+    proc = subprocess.run(
+        [*CCLAB, "bench", "sweep", "--spec", str(spec_file), "--jobs", "1,2", "--runs", "2", "--duration-s", "3"]
+        + ["--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = json.loads(proc.stdout)
+    assert (res["jobs"], list(res["specs"])) == ([1, 2], ["tiny"])
+    for n, m in zip((1, 2), res["specs"]["tiny"], strict=True):
+        # every run completed and was judged: passed, or named with the checks it failed
+        assert (m["jobs"], m["complete"]) == (n, 2), m
+        assert m["fidelity_ok"] + len(m["failed"]) == 2 and m["runs_per_hour"] > 0, m
+        assert all(why.startswith(("r0: ", "r1: ")) for why in m["failed"]), m
+    assert _host_state() == before

@@ -1,13 +1,17 @@
 """`cclab bench sweep`: how many runs side by side this machine holds (`cclab sweep --jobs N`).
 
-For N = 1, 2, 3, the same runs of a spec go through the sweep's isolated
-executor N at a time (at N = 1 too, so only N differs), and the bench prints
-runs per hour (runs / wall time) and the fidelity pass rate (summary.json's
-fidelity check, the judge of whether a run measured what its spec asked).
-Two specs: the demo (four flows at 100 Mbit/s, 10 ms) and the BTBE paper's
-path at its own scale (Figs. 5 and 6, Table I): one btbe flow at 200 Mbit/s,
-80 ms each way through cclab-delay, a 400-packet queue. Fig. 4 goes on to
-500 Mbit/s, where fewer runs may fit side by side.
+For each N (1, 2, 3 unless told), the same runs of a spec go through the sweep's
+isolated executor N at a time (at N = 1 too, so only N differs), and the bench
+prints runs per hour (runs / wall time), the fidelity pass rate (each run's
+fidelity check as a report judges it: whether the run measured what its spec
+asked) and the checks that failed. By default two specs: the demo (four flows at
+100 Mbit/s, 10 ms) and the BTBE paper's path at its own scale (Figs. 5 and 6,
+Table I): one btbe flow at 200 Mbit/s, 80 ms each way through cclab-delay, a
+400-packet queue. Fig. 4 goes on to 500 Mbit/s, where fewer runs may fit side by
+side. ``--spec`` measures a spec of one's own instead, or a sweep's grid: run i
+is grid point i (modulo the grid's size), so the runs cover the grid alike at
+every N. A campaign's sweep runs as many at a time as this bench shows its
+points hold (``jobs`` in the campaign file).
 
 The machine must be quiet while it measures: other work takes CPU from the
 runs and fails fidelity checks that would pass, so a busy machine's figures
@@ -20,12 +24,14 @@ import copy
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from controller import spec, system
 from controller.experiment import executors, sweep
+from controller.results import pool
+from controller.spec import sweep as sweep_spec
 
 #: the BTBE paper's path at its own rate and buffer (Figs. 5 and 6, Table I)
 BTBE_HEAVY: dict[str, Any] = {
@@ -40,52 +46,76 @@ BTBE_HEAVY: dict[str, Any] = {
 JOBS = (1, 2, 3)
 
 
-def _specs(duration_s: float) -> dict[str, dict[str, Any]]:
+def default_specs() -> dict[str, list[dict[str, Any]]]:
+    """The demo and the BTBE paper's path: name -> the one spec its runs all use."""
     demo = dict(spec.read_raw(system.REPO / "experiments" / "demo.toml"))
-    heavy = copy.deepcopy(BTBE_HEAVY)
-    for raw in (demo, heavy):
-        raw["duration_s"] = duration_s
-    return {"demo": demo, "btbe 200 Mbit/s 80 ms": heavy}
+    return {"demo": [demo], "btbe 200 Mbit/s 80 ms": [copy.deepcopy(BTBE_HEAVY)]}
 
 
-def _measure(spec_file: Path, out: Path, jobs: int, runs: int) -> dict[str, Any]:
-    tasks = [sweep.Task(f"r{i}", spec_file, out / f"r{i}", plots=False) for i in range(runs)]
-    codes: dict[str, int] = {}
+def specs_of(path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """A spec file's name and the specs its runs cycle through: the spec itself, or a sweep's grid points (its
+    first repetition of each). Raises SpecError or SweepError (one line) for a file that is neither."""
+    raw = spec.read_raw(path)
+    if "sweep" not in raw:
+        spec.load(path)  # validated before any run
+        return str(raw.get("name", path.stem)), [dict(raw)]
+    sw = sweep_spec.load(path)
+    return sw.name, [dict(pt.raw) for pt in sw.points if pt.rep == 0]
+
+
+def _measure(spec_files: Sequence[Path], out: Path, jobs: int, runs: int) -> dict[str, Any]:
+    tasks = [sweep.Task(f"r{i}", spec_files[i % len(spec_files)], out / f"r{i}", plots=False) for i in range(runs)]
     t0 = time.monotonic()
-    executors.run_side_by_side(tasks, lambda _key: None, lambda res: codes.__setitem__(res.key, res.returncode), jobs)
+    executors.run_side_by_side(tasks, lambda _key: None, lambda _res: None, jobs)
     wall = time.monotonic() - t0
     passed = complete = 0
+    failed: list[str] = []
     for t in tasks:
         for run_dir in sorted(t.runs_dir.iterdir()) if t.runs_dir.is_dir() else []:
             if sweep.is_complete(run_dir):
                 complete += 1
-                passed += bool(json.loads((run_dir / "summary.json").read_text())["fidelity"]["ok"])
+                summ = json.loads((run_dir / "summary.json").read_text())
+                fid = pool.fidelity(run_dir, summ)
+                if fid["ok"]:
+                    passed += 1
+                else:
+                    failed.append(f"{t.key}: {pool.failed_checks({'fidelity': fid})}")
     return {
         "jobs": jobs,
         "runs": runs,
         "complete": complete,
         "fidelity_ok": passed,
         "pass_rate": passed / runs,
+        "failed": failed,
         "wall_s": wall,
         "runs_per_hour": runs / wall * 3600,
     }
 
 
 def side_by_side(
-    duration_s: float = 20.0, runs: int = 6, progress: Callable[[str], None] | None = None
+    duration_s: float = 20.0,
+    runs: int = 6,
+    progress: Callable[[str], None] | None = None,
+    specs: dict[str, list[dict[str, Any]]] | None = None,
+    jobs: Sequence[int] = JOBS,
 ) -> dict[str, Any]:
-    """Runs per hour and fidelity pass rate at N = 1, 2, 3 for each spec; one dict per spec and N."""
+    """Runs per hour and fidelity pass rate at each N of `jobs` for each of `specs` (name -> the specs its runs
+    cycle through; the demo and the BTBE path by default), every run `duration_s` long; one dict per spec and N."""
     system.require_root()
     import tomli_w
 
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="cclab-bench-sweep-") as tmp:
-        for name, raw in _specs(duration_s).items():
-            spec_file = Path(tmp) / f"{raw['name']}.toml"
-            spec_file.write_text(tomli_w.dumps(raw))
-            executors.shareable(spec_file)
-            for jobs in JOBS:
+        for s, (name, raws) in enumerate((specs or default_specs()).items()):
+            files = []
+            for i, raw in enumerate(raws):
+                raw = {**copy.deepcopy(raw), "duration_s": duration_s}
+                f = Path(tmp) / f"s{s}-{i}.toml"
+                f.write_text(tomli_w.dumps(raw))
+                executors.shareable(f)
+                files.append(f)
+            for n in jobs:
                 if progress:
-                    progress(f"{name}: {runs} runs of {duration_s:g} s, {jobs} at a time")
-                results.setdefault(name, []).append(_measure(spec_file, Path(tmp) / f"{name}-{jobs}", jobs, runs))
-    return {"duration_s": duration_s, "runs": runs, "specs": results}
+                    progress(f"{name}: {runs} runs of {duration_s:g} s, {n} at a time")
+                results.setdefault(name, []).append(_measure(files, Path(tmp) / f"s{s}-n{n}", n, runs))
+    return {"duration_s": duration_s, "runs": runs, "jobs": list(jobs), "specs": results}

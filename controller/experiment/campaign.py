@@ -5,7 +5,14 @@ A campaign file lists sweep specs in the order they run::
     # experiments/papers.campaign.toml
     sweeps = ["logwestwood-plus/per.toml", "logwestwood-plus/recovery.toml"]
 
-(paths relative to the file).  ``run`` takes each sweep in turn into its
+(paths relative to the file).  An entry may be a table instead, naming how many
+of the sweep's runs go side by side, each isolated (``cclab sweep --jobs``)::
+
+    sweeps = [{spec = "tcpw-faster-recovery/per.toml", jobs = 8}]
+
+where ``cclab bench sweep --spec`` has shown the machine holds that many of its
+points (a sweep without ``jobs`` takes ``cclab campaign run --jobs``).
+``run`` takes each sweep in turn into its
 default directory (results/sweeps/<name>/), which already resumes: what is
 complete is skipped, so running a campaign again goes on where it stopped.
 ``request_stop`` asks a running campaign to stop after the runs under way:
@@ -51,24 +58,47 @@ PID_FILE = system.RUN_STATE / "campaign.pid"
 STOP_FILE = system.RUN_STATE / "campaign.stop"
 
 
-def load(path: Path) -> list[Path]:
-    """The sweep specs a campaign file lists, each checked to exist and be a sweep, before anything runs."""
+def _entries(path: Path) -> list[tuple[Path, int | None]]:
+    """Each sweep spec a campaign file lists with its `jobs` (None where it names none), each spec checked to
+    exist, before anything runs; a bad file is a SweepError of one line."""
     try:
         raw = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise SweepError(f"{path}: cannot read the campaign file: {exc}") from exc
     specs = raw.get("sweeps")
-    if not isinstance(specs, list) or not specs or not all(isinstance(s, str) for s in specs):
+    if not isinstance(specs, list) or not specs:
         raise SweepError(f"{path}: sweeps = {specs!r}: want a non-empty list of spec paths (relative to the file)")
     if unknown := sorted(set(raw) - {"sweeps"}):
         raise SweepError(f"{path}: unknown key {unknown[0]!r}: a campaign file has only `sweeps`")
-    out = []
-    for i, rel in enumerate(specs):
+    out: list[tuple[Path, int | None]] = []
+    for i, entry in enumerate(specs):
+        rel, jobs = (entry, None) if isinstance(entry, str) else _table(path, i, entry)
         p = path.parent / rel
         if not p.is_file():
             raise SweepError(f"{path}: sweeps[{i}] = {rel!r}: no such spec")
-        out.append(p)
+        out.append((p, jobs))
     return out
+
+
+def _table(path: Path, i: int, entry: object) -> tuple[str, int]:
+    """A sweeps[i] table, {spec = "...", jobs = N}: its spec path and jobs."""
+    want = 'a spec path or a table {spec = "<path>", jobs = <runs side by side>}'
+    if not isinstance(entry, dict) or set(entry) != {"spec", "jobs"} or not isinstance(entry["spec"], str):
+        raise SweepError(f"{path}: sweeps[{i}] = {entry!r}: want {want}")
+    jobs = entry["jobs"]
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise SweepError(f"{path}: sweeps[{i}].jobs = {jobs!r}: want a whole number >= 1")
+    return entry["spec"], jobs
+
+
+def load(path: Path) -> list[Path]:
+    """The sweep specs a campaign file lists, each checked to exist, before anything runs."""
+    return [p for p, _ in _entries(path)]
+
+
+def jobs(path: Path) -> dict[Path, int]:
+    """The runs side by side the campaign file names, per sweep spec (those naming none are not in it)."""
+    return {p: j for p, j in _entries(path) if j is not None}
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def _key(values: dict[str, Any]) -> str:
     return json.dumps(values, sort_keys=True)
 
 
-def _failed_checks(summary: dict[str, Any]) -> str:
+def failed_checks(summary: dict[str, Any]) -> str:
     fid = summary.get("fidelity", {})
     checks = fid.get("checks", {})
     names = [name for name, c in checks.items() if isinstance(c, dict) and not c.get("ok", True)]
@@ -192,7 +192,7 @@ def _why_not(r: Run, source_hash: str) -> str | None:
     if r.source_hash != source_hash:
         return f"source hash {r.source_hash[:12]} differs from the pool's {source_hash[:12]}"
     if not r.summary.get("fidelity", {}).get("ok"):
-        return f"{FIDELITY} ({_failed_checks(r.summary)})"
+        return f"{FIDELITY} ({failed_checks(r.summary)})"
     return None
 
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import struct
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from controller import system
 from controller.spec import CCLAB_ALGOS, KERNEL_ALGOS, algos
@@ -180,12 +182,9 @@ def load(
                 continue
             raise CcError(f"{n} is not one of cclab's algorithms ({', '.join(CCLAB_ALGOS)}) nor in this kernel")
         if n in available():
-            if params.get(n):
+            if why := unsettable(n, params.get(n, {})):
                 unload(done)
-                raise CcError(
-                    f"{n} is already registered, so it cannot be loaded with {_show(params[n])}; "
-                    f"unload it first: cclab cc unload {n}"
-                )
+                raise CcError(f"{why}; unload it first: cclab cc unload {n}")
             continue
         try:
             form = _load_one(n, params.get(n, {}))
@@ -202,6 +201,61 @@ def load(
 
 def _show(values: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(values.items()))
+
+
+def unsettable(n: str, wanted: dict[str, int]) -> str | None:
+    """Why a run cannot have `wanted` tunables of `n`, registered already (None where it can: none are wanted,
+    or the kernel's copy runs with those very values, as a run side by side with the same setting finds it)."""
+    if not wanted:
+        return None
+    have = registered_params(n)
+    if have == algos.with_defaults(n, wanted):
+        return None
+    now = f"with {_show(have)}" if have is not None else "with tunables that cannot be read back"
+    return f"{n} is already registered ({now}), so it cannot be loaded with {_show(wanted)}"
+
+
+def registered_params(n: str) -> dict[str, int] | None:
+    """The tunables cclab's algorithm `n` runs with as the kernel holds it now, read back: a module's from
+    sysfs, an eBPF struct_ops' from its programs' .rodata (divided by bpf_scale); None where n is not
+    registered or they cannot be read."""
+    declared = algos.params(n)
+    if _loaded_as_module(n):
+        sysfs = Path("/sys/module") / f"tcp_{n}" / "parameters"
+        got = {k: _sysfs_int(sysfs / k) for k in declared}
+        return None if None in got.values() else {k: v for k, v in got.items() if v is not None}
+    rodata = _struct_ops_rodata(n)
+    if rodata is None or any(p.bpf not in rodata for p in declared.values()):
+        return None
+    return {k: rodata[p.bpf] // p.bpf_scale for k, p in declared.items()}
+
+
+def _struct_ops_rodata(n: str) -> dict[str, int] | None:
+    """The .rodata variables of the programs of struct_ops `n` (bpftool's BTF-formatted dump), or None."""
+    dumped = _bpftool_json(["struct_ops", "dump", "name", n])
+    prog_ids = sorted({int(i) for i in re.findall(r"/prog_id:(\d+)", json.dumps(dumped))}) if dumped else []
+    if not prog_ids:
+        return None
+    prog = _bpftool_json(["prog", "show", "id", str(prog_ids[0])])
+    for map_id in prog.get("map_ids", []) if isinstance(prog, dict) else []:
+        info = _bpftool_json(["map", "show", "id", str(map_id)])
+        if not isinstance(info, dict) or not str(info.get("name", "")).endswith(".rodata"):
+            continue
+        entries = _bpftool_json(["map", "dump", "id", str(map_id)])
+        try:
+            variables = entries[0]["formatted"]["value"][".rodata"]
+            return {k: int(v) for var in variables for k, v in var.items()}
+        except (LookupError, TypeError, ValueError, AttributeError):
+            return None
+    return None
+
+
+def _bpftool_json(args: list[str]) -> Any:
+    proc = system.run(["bpftool", "-j", *args], check=False)
+    try:
+        return json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else None
+    except ValueError:
+        return None
 
 
 def _load_one(n: str, values: dict[str, int]) -> str:
@@ -356,12 +410,12 @@ def describe(
         if n in CCLAB_ALGOS:
             if n in loaded:
                 entry["params"] = algos.with_defaults(n, params.get(n, {}))
-            elif entry["form"] == "module":
-                sysfs = Path("/sys/module") / f"tcp_{n}" / "parameters"
-                entry["params"] = {k: _sysfs_int(sysfs / k) for k in algos.params(n)}
+            elif (have := registered_params(n)) is not None:
+                entry["params"] = have
+                entry["note"] = "registered before this run: its tunables as read back from the kernel"
             else:
                 entry["params"] = None
-                entry["note"] = "registered before this run: its tunables are whatever that load set"
+                entry["note"] = "registered before this run: its tunables could not be read back"
         out[n] = entry
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -180,7 +181,8 @@ TUNED = {
 def test_algorithm_tunables_reach_the_kernel(tmp_path: Path) -> None:
     """[algorithms.logwestwood] alpha = 8, alpha_adapt = 0: the algorithm registered for the run exports alpha = 8
     (default 4) at every poll, through losses that would move an adaptive alpha, and the manifest records the
-    tunables; an algorithm already registered is refused for tunables before anything is created."""
+    tunables; an algorithm already registered with other tunables is refused before anything is created, and one
+    registered with the run's very setting (as runs side by side find it) is used, its tunables read back."""
     out = runner.run(spec.parse(TUNED), runner.RunOptions(results_root=tmp_path / "tuned", plots=False))
     assert out.summary["complete"], out.summary["reason"]
     rows = [r for r in _csv(out.run_dir / "ccstate.csv") if r["algo"] == "logwestwood"]
@@ -200,16 +202,32 @@ def test_algorithm_tunables_reach_the_kernel(tmp_path: Path) -> None:
     assert check.returncode == 0 and "runs here: kernel data plane, delay by " in check.stdout, check
     loaded = cc.load(["logwestwood"])
     try:
-        refusal = "algorithms.logwestwood: logwestwood is already registered, so its tunables cannot be set"
-        with pytest.raises(preflight.RunError, match=refusal):
+        refusal = (
+            "algorithms.logwestwood: logwestwood is already registered (with alpha=4 alpha_adapt=1 per_ack=0), so it "
+            "cannot be loaded with alpha=8 alpha_adapt=0"
+        )
+        with pytest.raises(preflight.RunError, match=re.escape(refusal)):
             runner.run(spec.parse(TUNED), runner.RunOptions(results_root=tmp_path / "refused", plots=False))
         check = subprocess.run([*CCLAB, "check", str(path)], cwd=REPO, capture_output=True, text=True, timeout=60)
         assert check.stderr.strip() == f"cclab: {refusal}; unload it first: cclab cc unload logwestwood", check
-        with pytest.raises(cc.CcError, match="logwestwood is already registered, so it cannot be loaded with alpha=8"):
+        with pytest.raises(cc.CcError, match=re.escape(refusal.removeprefix("algorithms.logwestwood: "))):
             cc.load(["logwestwood"], TUNED["algorithms"])
     finally:
         cc.unload(loaded)
     assert not (tmp_path / "refused").exists()
+
+    loaded = cc.load(["logwestwood"], TUNED["algorithms"])
+    try:
+        assert cc.registered_params("logwestwood") == {"alpha": 8, "alpha_adapt": 0, "per_ack": 0}
+        out = runner.run(spec.parse(TUNED), runner.RunOptions(results_root=tmp_path / "found", plots=False))
+        assert out.summary["complete"], out.summary["reason"]
+        assert "logwestwood" in cc.available(), "the run unregistered what it did not register"
+        rows = [r for r in _csv(out.run_dir / "ccstate.csv") if r["algo"] == "logwestwood"]
+        assert rows and {int(r["alpha_x1024"]) for r in rows} == {8 * 1024}
+        algo = json.loads((out.run_dir / "manifest.json").read_text())["algorithms"]["logwestwood"]
+        assert algo["params"] == {"alpha": 8, "alpha_adapt": 0, "per_ack": 0} and "read back" in algo["note"], algo
+    finally:
+        cc.unload(loaded)
 
 
 SEGMENTS = {

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from controller import system
+from controller import cc, system
 from controller.bench import sweep as bench_sweep
 from controller.experiment import executors, sweep
 from tests.conftest import CCLAB, REPO, loss_interval
+from tests.test_run import TUNED, _csv
 from tests.test_sweep import _complete_runs, _raw, _toml
 
 
@@ -200,3 +201,40 @@ def test_bench_sweep_of_a_spec_judges_every_run_at_every_n(tmp_path: Path) -> No
         assert m["fidelity_ok"] + len(m["failed"]) == 2 and m["runs_per_hour"] > 0, m
         assert all(why.startswith(("r0: ", "r1: ")) for why in m["failed"]), m
     assert _host_state() == before
+
+
+def test_points_side_by_side_must_set_an_algorithms_tunables_alike(tmp_path: Path) -> None:
+    import tomli_w
+
+    files = []
+    for i, alpha in enumerate((8, 8, 16)):
+        raw = {**TUNED, "algorithms": {"logwestwood": {"alpha": alpha, "alpha_adapt": 0}}}
+        files.append(tmp_path / f"p{i}.toml")
+        files[-1].write_text(tomli_w.dumps(raw))
+    executors.shareable_together(files[:2])
+    with pytest.raises(executors.ExecutorError) as exc:
+        executors.shareable_together(files)
+    assert str(exc.value).startswith(
+        "p0.toml and p2.toml set algorithms.logwestwood differently (alpha=8 alpha_adapt=0 per_ack=0; alpha=16 "
+        "alpha_adapt=0 per_ack=0): runs side by side share the kernel's algorithm registry"
+    ), exc.value
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("clean_host")
+def test_runs_side_by_side_share_one_setting_of_an_algorithms_tunables(tmp_path: Path) -> None:
+    """LogWestwood+ with alpha = 8 fixed in two runs at once: the first in registers it so, the other finds it so;
+    both run with alpha = 8 at every poll and record it, and the last out unregisters it."""
+    import tomli_w
+
+    spec_file = tmp_path / "tuned.toml"
+    spec_file.write_text(tomli_w.dumps(TUNED))
+    before = _host_state()
+    for name, run_dir in _side_by_side(spec_file, tmp_path).items():
+        rows = [r for r in _csv(run_dir / "ccstate.csv") if r["algo"] == "logwestwood"]
+        assert rows and {int(r["alpha_x1024"]) for r in rows} == {8 * 1024}, name
+        algo = json.loads((run_dir / "manifest.json").read_text())["algorithms"]["logwestwood"]
+        assert algo["params"] == {"alpha": 8, "alpha_adapt": 0, "per_ack": 0}, (name, algo)
+    assert _host_state() == before
+    assert "logwestwood" not in cc.available()

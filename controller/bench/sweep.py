@@ -112,8 +112,8 @@ def side_by_side(
                 raw = {**copy.deepcopy(raw), "duration_s": duration_s}
                 f = Path(tmp) / f"s{s}-{i}.toml"
                 f.write_text(tomli_w.dumps(raw))
-                executors.shareable(f)
                 files.append(f)
+            executors.shareable_together(files)
             for n in jobs:
                 if progress:
                     progress(f"{name}: {runs} runs of {duration_s:g} s, {n} at a time")

@@ -46,6 +46,7 @@ from controller import cc, spec, system
 from controller.dataplane import sysctls
 from controller.dataplane.kernel import htb_hysteresis_wanted
 from controller.experiment.sweep import Executor, Task, TaskResult
+from controller.spec import algos
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +112,7 @@ def side_by_side(jobs: int) -> Executor:
         return local
 
     def execute(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
-        for t in tasks:  # refused here, before any run, not once per run
-            shareable(t.spec_file)
+        shareable_together([t.spec_file for t in tasks])  # refused here, before any run, not once per run
         run_side_by_side(tasks, started, ended, jobs)
 
     return execute
@@ -158,9 +158,8 @@ HOLD_LOCK = system.RUN_STATE / "shared-kernel.lock"
 
 
 def shareable(spec_file: Path) -> None:
-    """Refuse a point whose run cannot share the kernel's algorithm registry with others: a run registers
-    tunables of its own only where the algorithm is not registered yet, and builds and registers an algorithm
-    of one's own (algo = "<name>.bpf.c") for itself alone."""
+    """Refuse a point whose run cannot share the kernel's algorithm registry with others: one that builds and
+    registers an algorithm of one's own (algo = "<name>.bpf.c") for itself alone."""
     s = spec.load(spec_file)
     if s.cc_sources:
         name = sorted(s.cc_sources)[0]
@@ -168,12 +167,34 @@ def shareable(spec_file: Path) -> None:
             f"{spec_file.name}: runs {name} from {s.cc_sources[name].name}, which each run builds and registers "
             "for itself: use --jobs 1"
         )
-    if s.algo_params:
-        name = sorted(s.algo_params)[0]
-        raise ExecutorError(
-            f"{spec_file.name}: algorithms.{name} sets tunables; runs side by side share the kernel's "
-            "algorithm registry, which cannot hold two settings of one name: use --jobs 1"
-        )
+
+
+def shareable_together(spec_files: list[Path]) -> None:
+    """Refuse, before any run, points that cannot go side by side: each must be shareable(), and all must set an
+    algorithm's tunables alike, since the kernel's registry holds one setting per name (the first run in
+    registers it with them, and the others find it so)."""
+    settings: dict[str, dict[str, tuple[tuple[str, int], ...]]] = {}
+    for f in spec_files:
+        shareable(f)
+        s = spec.load(f)
+        for name in s.algos:
+            if name in spec.CCLAB_ALGOS:
+                setting = tuple(sorted(algos.with_defaults(name, s.algo_params.get(name, {})).items()))
+                settings.setdefault(name, {}).setdefault(f.name, setting)
+    for name, by_file in sorted(settings.items()):
+        first: dict[tuple[tuple[str, int], ...], str] = {}  # each setting, with the first file that has it
+        for file_name, setting in by_file.items():
+            first.setdefault(setting, file_name)
+        if len(first) > 1:
+            (sa, a), (sb, b) = list(first.items())[:2]
+            raise ExecutorError(
+                f"{a} and {b} set algorithms.{name} differently ({_shown(sa)}; {_shown(sb)}): runs side by side share "
+                "the kernel's algorithm registry, which holds one setting per name: use --jobs 1"
+            )
+
+
+def _shown(setting: tuple[tuple[str, int], ...]) -> str:
+    return " ".join(f"{k}={v}" for k, v in setting)
 
 
 def _alive(pid: int) -> bool:
@@ -220,7 +241,7 @@ def shared_kernel_state(spec_file: Path) -> Iterator[None]:
     with _hold_state() as state:
         if not state["holders"] and htb_hysteresis_wanted():  # first in (a killed sweep's record is stale)
             state["sysctls"] = sysctls.HostSysctls(sysctls.HTB_HYSTERESIS).apply()
-        state["algorithms"] += [n for n in cc.load(s.algos) if n not in state["algorithms"]]
+        state["algorithms"] += [n for n in cc.load(s.algos, s.algo_params) if n not in state["algorithms"]]
         state["holders"].append(me)
     try:
         yield

@@ -54,11 +54,8 @@ def preflight(spec: Spec, allow_no_delay: bool = False) -> tuple[str | None, lis
         why = capabilities.algo_missing(algo)
         if why:
             raise RunError(why)
-        if spec.algo_params.get(algo) and algo in cc.available():
-            raise RunError(
-                f"algorithms.{algo}: {algo} is already registered, so its tunables cannot be set; "
-                f"unload it first: cclab cc unload {algo}"
-            )
+        if algo in cc.available() and (why := cc.unsettable(algo, spec.algo_params.get(algo, {}))):
+            raise RunError(f"algorithms.{algo}: {why}; unload it first: cclab cc unload {algo}")
     element = None
     delayed = delay_element_links(spec.graph, spec.dataplane)
     if delayed:

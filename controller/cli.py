@@ -262,6 +262,18 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
                 f"{st.name}: {st.complete} runs -> {_shown(a)} ({a.stat().st_size / 1e6:.2f} MB)", highlight=False
             )
         return 0
+    if args.campaign_cmd == "report":
+        rows = campaign.verdict_rows(specs, plots=not args.no_plots)
+        text = campaign.table(rows)
+        if args.write:
+            campaign.write_table(Path(args.write), text)
+            words = ", ".join(
+                f"{sum(r['verdict'] == w for r in rows)} {w}" for w in ("holds", "does not hold", "inconclusive")
+            )
+            out.print(f"{args.write}: {len(rows)} claims ({words})", highlight=False)
+        else:
+            print(text, end="")
+        return 0
     if args.campaign_cmd == "restore":
         for name, what in campaign.restore(specs):
             out.print(f"{name}: {what}", highlight=False)
@@ -798,7 +810,8 @@ def parser() -> argparse.ArgumentParser:
         "turn into its default directory, skipping what is complete, so running it again goes on where it "
         "stopped; `stop` lets the runs under way finish and starts no other; `status` reads the directories; "
         "`save` packs each sweep's complete runs into results/reference/campaign/ (commit them: a campaign "
-        "outlives the machine), and `restore` unpacks them into a new checkout's sweep directories.",
+        "outlives the machine), and `restore` unpacks them into a new checkout's sweep directories; `report` "
+        "reports each sweep from its archive alone and gathers every claim's verdict into one table.",
     )
     csub = cp.add_subparsers(dest="campaign_cmd", required=True, metavar="ACTION")
     for name, text in (
@@ -806,6 +819,7 @@ def parser() -> argparse.ArgumentParser:
         ("status", "runs complete, fidelity failures and hours left, per sweep"),
         ("save", "pack each sweep's complete runs into results/reference/campaign/<sweep>.tar.xz"),
         ("restore", "unpack those archives into sweep directories that hold no run yet"),
+        ("report", "report each sweep from its archive and print every claim's verdict, n and fidelity passes"),
     ):
         c = csub.add_parser(name, help=text)
         c.add_argument(
@@ -820,6 +834,13 @@ def parser() -> argparse.ArgumentParser:
                 "for the sweeps whose entry names no `jobs`; default 1; `cclab bench sweep --spec` says how many "
                 "this machine holds",
             )
+        if name == "report":
+            c.add_argument(
+                "--write",
+                metavar="MD",
+                help="put the table into MD between its two marker lines (EXPERIMENTS.md) instead of printing it",
+            )
+            c.add_argument("--no-plots", action="store_true", help="the tables and verdicts of each report, no PNGs")
         if name == "status":
             c.add_argument(
                 "--jobs", type=int, default=1, metavar="N", help="as `run --jobs`, for the hours at a time (default 1)"

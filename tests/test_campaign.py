@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,11 @@ import pytest
 
 from controller import cli
 from controller.experiment import campaign, sweep
+from controller.results import claims as claims_mod
 from controller.results import rundir
 from controller.spec import sweep as sweep_spec
 from controller.spec.sweep import SweepError
+from tests.conftest import REPO
 from tests.test_report import E2E_SPEC
 
 #: a sweep of 2 points x 5 repetitions, 3 s each
@@ -185,3 +188,29 @@ def test_save_then_restore_carries_a_campaign_to_a_new_checkout(
     st = campaign.state(one)
     assert (st.complete, st.total) == (3, 10) and sweep.pending(sw, st.dir)[0].key not in {"p000-r0"}
     assert campaign.restore([one]) == [("one", f"kept {st.dir}: it holds 3 complete runs already")]
+
+
+def test_experiments_md_holds_the_table_the_archives_give(tmp_path: Path) -> None:
+    """EXPERIMENTS.md's campaign table is what `cclab campaign report` makes of the committed archives: every claim
+    of the campaign's claims files, judged on its sweep's archive alone (n = 0 where the sweep has none)."""
+    for a in campaign.ARCHIVES.glob("*.tar.xz"):
+        shutil.copy(a, tmp_path / a.name)
+    specs = campaign.load(campaign.DEFAULT)
+    rows = campaign.verdict_rows(specs, under=tmp_path, plots=False)
+    claims = [c for p in specs if (f := p.with_name(p.stem + ".claims.toml")).exists() for c in claims_mod.parse(f)]
+    assert [r["claim"] for r in rows] == [c.id for c in claims]
+    assert {r["verdict"] for r in rows} <= {"holds", "does not hold", "inconclusive"}
+    assert all(r["n"] == "0" for r in rows if not (tmp_path / f"{r['sweep']}.tar.xz").exists())
+    shown = campaign.table_in(REPO / "EXPERIMENTS.md")
+    assert shown == campaign.table(rows), "EXPERIMENTS.md is behind: cclab campaign report --write EXPERIMENTS.md"
+
+
+def test_the_table_goes_between_its_markers_or_is_refused(tmp_path: Path) -> None:
+    md = tmp_path / "E.md"
+    md.write_text(f"# head\n{campaign.TABLE_BEGIN}\nold\n{campaign.TABLE_END}\ntail\n")
+    campaign.write_table(md, "| new |\n")
+    assert md.read_text() == f"# head\n{campaign.TABLE_BEGIN}\n| new |\n{campaign.TABLE_END}\ntail\n"
+    assert campaign.table_in(md) == "| new |\n"
+    md.write_text("# no markers\n")
+    with pytest.raises(SweepError, match="no lines .* to put the table between"):
+        campaign.write_table(md, "| new |\n")

@@ -25,10 +25,19 @@ complete runs into the repository (results/reference/campaign/<sweep>.tar.xz,
 what a report needs: the reference archives of `cclab report --pack`), and
 ``restore`` unpacks them into the sweep directories of a new checkout, where
 ``run`` goes on from them.
+
+``verdict_rows`` reports every sweep from its archive alone (results/reference/
+campaign/<sweep>/, as `cclab report --from-reference` writes it) and gathers
+the verdicts of all the claims files into one table, each claim with its n,
+run length and fidelity pass count; a sweep with no archive yet gives its
+claims no run (n = 0: inconclusive).  ``table`` writes it as Markdown, and
+``write_table`` puts it into EXPERIMENTS.md between two markers, so the table
+there is what the repository's archives say.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -43,7 +52,9 @@ import tomllib
 from controller import system
 from controller.experiment import sweep
 from controller.experiment.sweep import Executor, Task, TaskResult
+from controller.results import claims as claims_mod
 from controller.results import pool, rundir
+from controller.results import verdicts as verdicts_mod
 from controller.spec import sweep as sweep_spec
 from controller.spec.fields import FIELDS
 from controller.spec.sweep import Sweep, SweepError
@@ -273,3 +284,117 @@ def restore(specs: list[Path], under: Path | None = None) -> list[tuple[str, str
             shutil.move(str(src), st.dir)
         done.append((sw.name, f"restored {state(p).complete} runs into {st.dir}"))
     return done
+
+
+#: EXPERIMENTS.md's campaign table lies between these two lines
+TABLE_BEGIN = "<!-- the campaign's verdicts: written by `cclab campaign report --write EXPERIMENTS.md` -->"
+TABLE_END = "<!-- end of the campaign's verdicts -->"
+
+
+def verdict_rows(specs: list[Path], under: Path | None = None, *, plots: bool = True) -> list[dict[str, str]]:
+    """Every claim of every sweep's claims file, judged on the sweep's archive (its report written beside the
+    archive, under `under`), in campaign order; verdicts.csv's columns plus `sweep`.  A sweep without an archive,
+    or whose archive pools no run, gives each of its claims n = 0 (inconclusive), as the rule would."""
+    from controller.results import report
+
+    rows: list[dict[str, str]] = []
+    for p in specs:
+        sw = sweep_spec.load(p)
+        claims_file = p.with_name(p.name.removesuffix(".toml") + claims_mod.CLAIMS_SUFFIX)
+        if not claims_file.exists():
+            continue
+        a = archive(sw.name, under)
+        judged: list[dict[str, str]] = []
+        if a.exists():
+            dest = a.parent / sw.name
+            with tempfile.TemporaryDirectory(prefix="cclab-campaign-report-") as tmp:
+                dirs = pool.unpack(a, Path(tmp))
+                try:
+                    report.write(dirs, dest, labels=pool.labels(a, dirs), plots=plots)
+                except SweepError:
+                    pass  # no run pooled yet: no verdicts.csv, judged as unrun below
+            if (dest / "verdicts.csv").exists():
+                with (dest / "verdicts.csv").open() as f:
+                    judged = list(csv.DictReader(f))
+        if not judged:
+            judged = [_unrun(c) for c in claims_mod.parse(claims_file)]
+        rows += [{"sweep": sw.name, **r} for r in judged]
+    return rows
+
+
+def _unrun(c: claims_mod.Claim) -> dict[str, str]:
+    row = dict.fromkeys(verdicts_mod.COLUMNS, "")
+    row.update(
+        claim=c.id,
+        source=c.source,
+        says=c.says,
+        paper=c.paper,
+        claimed=verdicts_mod.region_text(c),
+        n="0",
+        n_required=str(c.n),
+        verdict=claims_mod.INCONCLUSIVE,
+        fidelity_passed="0/0",
+        note="no run yet",
+    )
+    return row
+
+
+def table(rows: list[dict[str, str]]) -> str:
+    """The verdicts as a Markdown table: one row per claim."""
+    head = [
+        "sweep",
+        "where the paper says it",
+        "claim",
+        "verdict",
+        "n (needed)",
+        "run length, s",
+        "fidelity passed",
+        "mean [95 % CI]",
+        "claimed",
+        "paper",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        ci = f" [{_short(r['ci95_low'])}, {_short(r['ci95_high'])}]" if r["ci95_low"] else ""
+        cells = [
+            r["sweep"],
+            r["source"],
+            r["says"],
+            f"**{r['verdict']}**",
+            f"{r['n']} ({r['n_required']})",
+            r["run_length_s"] or "-",
+            r["fidelity_passed"],
+            f"{_short(r['mean'])}{ci}" if r["mean"] else "-",
+            r["claimed"],
+            r["paper"],
+        ]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _short(cell: str) -> str:
+    """A verdicts.csv number to 3 significant digits, as a reader compares it with a claimed region."""
+    try:
+        return f"{float(cell):.3g}"
+    except ValueError:
+        return cell
+
+
+def write_table(md: Path, text: str) -> None:
+    """Put `text` between TABLE_BEGIN and TABLE_END in `md`, each on a line of its own; SweepError if they are not."""
+    doc = md.read_text()
+    lines = doc.splitlines(keepends=True)
+    try:
+        i = next(k for k, ln in enumerate(lines) if ln.strip() == TABLE_BEGIN)
+        j = next(k for k, ln in enumerate(lines) if k > i and ln.strip() == TABLE_END)
+    except StopIteration:
+        raise SweepError(f"{md}: no lines {TABLE_BEGIN!r} ... {TABLE_END!r} to put the table between") from None
+    md.write_text("".join(lines[: i + 1]) + text + "".join(lines[j:]))
+
+
+def table_in(md: Path) -> str:
+    """What lies between the markers of `md` now ('' without them)."""
+    doc = md.read_text()
+    if TABLE_BEGIN not in doc or TABLE_END not in doc:
+        return ""
+    return doc.split(TABLE_BEGIN + "\n", 1)[1].split(TABLE_END, 1)[0]

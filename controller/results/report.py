@@ -493,11 +493,13 @@ def write(
     *,
     everything: bool = False,
     labels: dict[Path, str] | None = None,
+    plots: bool = True,
 ) -> list[Path]:
     """Pool the sweep directories' runs (controller.results.pool); write runs.csv, table.csv, ratios.csv, the
     verdicts of the spec's claims file (with the tables over [warmup_s, end] its warm-ups need) and the plots
     under out_dir (default FIRST_SWEEP_DIR/report).  ``everything``: every complete run, whatever its tree,
-    hash and fidelity, and no verdicts.  ``labels``: how runs.csv and verdicts.md name the directories."""
+    hash and fidelity, and no verdicts.  ``labels``: how runs.csv and verdicts.md name the directories.
+    ``plots`` False: the tables and verdicts only."""
     pool = pool_mod.collect(sweep_dirs, source_hash, everything=everything, labels=labels)
     manifest = pool.manifest
     out = out_dir or sweep_dirs[0] / "report"
@@ -523,6 +525,29 @@ def write(
             written.append(out / "verdicts.md")
             written[-1].write_text(f"No verdicts: {order}.\n")
 
+    if plots:
+        written += _plots(pool, paths, stat_rows, run_rows, ratio_rows, out)
+    log.info(
+        "report of %s: %d runs pooled, %d left out, %d files",
+        sweep_dirs,
+        len(pool.runs),
+        len(pool.left_out),
+        len(written),
+    )
+    return written
+
+
+def _plots(
+    pool: pool_mod.Pool,
+    paths: list[str],
+    stat_rows: list[dict[str, Any]],
+    run_rows: list[dict[str, Any]],
+    ratio_rows: list[dict[str, Any]],
+    out: Path,
+) -> list[Path]:
+    """The report's PNGs: each metric against each swept field, the ratios, and the traces."""
+    manifest = pool.manifest
+    written: list[Path] = []
     scalar = [g["path"] for g in manifest["grid"] if all(_scalar(v) for v in g["values"])]
     xs = list(scalar)
     if len(scalar) < len(paths) and len({r["n_flows"] for r in run_rows}) > 1:
@@ -552,11 +577,4 @@ def write(
             _plot_metric(ratio_rows, x, "flow_throughput_ratio", rest, "per-flow throughput ratio", title, path)
             written.append(path)
     written += _plot_traces(pool, out)
-    log.info(
-        "report of %s: %d runs pooled, %d left out, %d files",
-        sweep_dirs,
-        len(pool.runs),
-        len(pool.left_out),
-        len(written),
-    )
     return written

@@ -220,6 +220,8 @@ def registered_params(n: str) -> dict[str, int] | None:
     sysfs, an eBPF struct_ops' from its programs' .rodata (divided by bpf_scale); None where n is not
     registered or they cannot be read."""
     declared = algos.params(n)
+    if not declared:
+        return {} if n in available() else None
     if _loaded_as_module(n):
         sysfs = Path("/sys/module") / f"tcp_{n}" / "parameters"
         got = {k: _sysfs_int(sysfs / k) for k in declared}

@@ -163,8 +163,13 @@ def collect(
 
 
 def fidelity(run_dir: Path, summ: dict[str, Any]) -> dict[str, Any]:
-    """A run's fidelity check as this version judges it, from its summary.json (``summ``) and link.csv."""
-    return summary_mod.rejudged(summ, lambda: _link_polls(run_dir / "link.csv"))
+    """A run's fidelity check as this version judges it, from its summary.json (``summ``), link.csv and the
+    shapers' buckets its manifest.json records."""
+    try:
+        links = json.loads((run_dir / "manifest.json").read_text()).get("links", [])
+    except (OSError, ValueError):
+        links = []
+    return summary_mod.rejudged(summ, lambda: _link_polls(run_dir / "link.csv"), summary_mod.buckets(links))
 
 
 def _link_polls(path: Path) -> list[dict[str, Any]]:

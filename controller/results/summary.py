@@ -24,6 +24,8 @@ from controller.spec import Flow, Spec
 
 #: departure rate / configured rate over the intervals with a standing backlog
 BACKLOGGED_RATE_TOLERANCE = (0.98, 1.02)
+#: the largest frame on an emulated link (a 1500-byte MTU and the Ethernet header): a shaper sends whole frames
+FRAME_BYTES = 1514
 #: fewest backlogged polling intervals for the rate check to apply
 MIN_BACKLOGGED_INTERVALS = 5
 #: packets queued at a poll for a standing backlog: one may be the packet on the wire, so one more waits
@@ -122,15 +124,19 @@ def _check_note(c: Check) -> str:
     return f"{c.name} = {c.value} outside [{c.lo}, {c.hi}]" + (f" ({c.note})" if c.note else "")
 
 
-def rejudged(summ: dict[str, Any], link_rows: Callable[[], list[dict[str, Any]]]) -> dict[str, Any]:
+def rejudged(
+    summ: dict[str, Any], link_rows: Callable[[], list[dict[str, Any]]], link_buckets: dict[str, int] | None = None
+) -> dict[str, Any]:
     """``summ``'s fidelity with its base-RTT checks judged by this version's rule (``rtt_checks``), from the run's
-    own summary and link polls (``link_rows``, as rtt_checks takes them): runs recorded under an earlier rule are
-    then judged alike."""
+    own summary and link polls (``link_rows``, as rtt_checks takes them), and its backlogged-rate checks with
+    this version's bounds (backlogged_check(), ``link_buckets`` as build() takes them): runs recorded under an
+    earlier rule are then judged alike."""
     fid = summ["fidelity"]
-    if not summ.get("bottleneck", {}).get("delay_applied"):
-        return fid
-    checks, na = rtt_checks(summ["flows"], link_rows)
-    old = {n: c for n, c in fid["checks"].items() if _is_rtt_check(n)}
+    delay = bool(summ.get("bottleneck", {}).get("delay_applied"))
+    checks, na = rtt_checks(summ["flows"], link_rows) if delay else ([], {})
+    checks += _backlogged_again(summ, link_buckets or {})
+    redone = {c.name for c in checks}
+    old = {n: c for n, c in fid["checks"].items() if (delay and _is_rtt_check(n)) or n in redone}
     stale = {_check_note(Check(n, c["value"], c["lo"], c["hi"], c.get("note", ""))) for n, c in old.items()}
     notes = [n for n in fid["notes"] if n not in stale and not n.startswith("run incomplete:")]
     notes += [_check_note(c) for c in checks if not c.ok]
@@ -142,8 +148,23 @@ def rejudged(summ: dict[str, Any], link_rows: Callable[[], list[dict[str, Any]]]
         "ok": bool(summ.get("complete")) and not notes,
         "notes": notes,
         "checks": kept | {c.name: c.as_dict() for c in checks},
-        "not_applicable": {n: w for n, w in fid["not_applicable"].items() if not _is_rtt_check(n)} | na,
+        "not_applicable": {n: w for n, w in fid["not_applicable"].items() if not (delay and _is_rtt_check(n))} | na,
     }
+
+
+def _backlogged_again(summ: dict[str, Any], link_buckets: dict[str, int]) -> list[Check]:
+    """The run's backlogged-rate checks with this version's bounds, from the figures its summary recorded."""
+    out = []
+    links = summ.get("links") or [{"id": None, **summ.get("bottleneck", {})}]
+    for i, lk in enumerate(links):
+        name = "backlogged_rate_over_rate" if i == 0 else f"{lk['id']}.backlogged_rate_over_rate"
+        c = summ["fidelity"]["checks"].get(name)
+        rate, secs = lk.get("backlogged_rate_bps"), lk.get("backlogged_s")
+        if c is None or c.get("value") is None or rate is None or secs is None:
+            continue
+        note = str(c.get("note", "")).split("; +-", 1)[0]
+        out.append(backlogged_check(name, c["value"], rate * secs, link_buckets.get(str(lk["id"]), 0), note))
+    return out
 
 
 def window_rate(rows: list[dict[str, Any]], start_s: float, end_s: float) -> tuple[float | None, float]:
@@ -212,6 +233,34 @@ def backlogged_rate(rows: list[dict[str, Any]], start_s: float, end_s: float) ->
     return BackloggedRate(bits / want, bits / secs, n, secs)
 
 
+def bucket_slack(bucket_bytes: int, capacity_bits: float) -> float:
+    """How far off its rate a token-bucket shaper may be, and still conform, over a window in which its rate
+    carries `capacity_bits`: in any window it sends at most its rate plus its bucket, and whole frames, so it
+    may owe (or repay) the bucket and the frame on the wire at the window's edges. At 1.5 Mbit/s with a 2-frame
+    bucket that is 3 frames: 0.24 of a 100 ms interval, under 2 % only past 1.2 s of standing backlog."""
+    return (bucket_bytes + FRAME_BYTES) * 8 / capacity_bits if capacity_bits > 0 else 0.0
+
+
+def backlogged_check(name: str, ratio: float, bits: float, bucket_bytes: int, note: str) -> Check:
+    """The backlogged-rate check: `ratio` = the `bits` departed over what the configured rate would send in the
+    backlogged intervals, within BACKLOGGED_RATE_TOLERANCE widened by the shaper's bucket_slack()."""
+    slack = bucket_slack(bucket_bytes, bits / ratio if ratio > 0 else 0.0)
+    lo, hi = BACKLOGGED_RATE_TOLERANCE
+    note += f"; +-{slack:.4f} for whole frames and the shaper's bucket of {bucket_bytes} bytes"
+    return Check(name, ratio, round(lo - slack, 4), round(hi + slack, 4), note=note)
+
+
+def buckets(links: list[dict[str, Any]]) -> dict[str, int]:
+    """Each emulated link's token-bucket depth, bytes, from the data plane's record of it (manifest.json's
+    `links`, as the targets describe them: the kernel target's `burst_bytes`); links without one are not in it."""
+    out: dict[str, int] = {}
+    for entry in links:
+        for v in entry.values():
+            if isinstance(v, dict) and isinstance(v.get("burst_bytes"), int):
+                out[str(entry.get("id"))] = v["burst_bytes"]
+    return out
+
+
 def _link_entry(
     lid: str,
     ls: LinkSpec,
@@ -221,6 +270,7 @@ def _link_entry(
     checks: list[Check],
     not_applicable: dict[str, str],
     first_link: bool,
+    bucket_bytes: int = 0,
 ) -> dict[str, Any]:
     """One emulated link's whole-run figures, its per-flow counters, and its fidelity checks (named
     "<link>.<check>"; the first link's without the prefix, as readers of one-bottleneck runs expect)."""
@@ -239,10 +289,17 @@ def _link_entry(
     if not per_changes and n_wire:
         loss_interval = binomial_interval(n_wire, ls.per)
         checks.append(Check(f"{pre}random_drops_in_99pct_interval", k_lost, *loss_interval, note=f"n = {n_wire}"))
-    if backlogged.ratio is not None:
+    if backlogged.ratio is not None and backlogged.rate_bps is not None:
         note = f"{backlogged.intervals} intervals, {backlogged.seconds:.1f} s with a standing backlog"
-        value = round(backlogged.ratio, 4)
-        checks.append(Check(f"{pre}backlogged_rate_over_rate", value, *BACKLOGGED_RATE_TOLERANCE, note=note))
+        checks.append(
+            backlogged_check(
+                f"{pre}backlogged_rate_over_rate",
+                round(backlogged.ratio, 4),
+                round(backlogged.rate_bps, 1) * round(backlogged.seconds, 3),
+                bucket_bytes,
+                note,
+            )
+        )
     else:
         not_applicable[f"{pre}backlogged_rate_over_rate"] = (
             f"only {backlogged.intervals} polling intervals had a standing backlog (at least "
@@ -390,9 +447,11 @@ def build(
     delay_applied: bool,
     cpu_busy: float | None,
     extra_notes: list[str],
+    link_buckets: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """summary.json; ``paths``: flow -> (emulated links crossed, spec base RTT ms); ``traffic``: the
-    traffic generators' own reports (completion time, offered bytes)."""
+    traffic generators' own reports (completion time, offered bytes); ``link_buckets``: each link's shaper
+    bucket, bytes (buckets())."""
     paths, traffic = paths or {}, traffic or {}
     by_id = {f.id: f for f in spec.flows}
     checks: list[Check] = []
@@ -401,7 +460,7 @@ def build(
     end_s = max((f.start_s + f.duration_s for f in spec.flows), default=spec.duration_s)
     emulated = {e.id: e.spec for e in spec.graph.emulated()}
     links = [
-        _link_entry(lid, ls, flows, series, end_s, checks, not_applicable, i == 0)
+        _link_entry(lid, ls, flows, series, end_s, checks, not_applicable, i == 0, (link_buckets or {}).get(lid, 0))
         for i, (lid, ls) in enumerate(emulated.items())
     ]
     by_link = {lk["id"]: lk for lk in links}

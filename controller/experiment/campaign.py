@@ -307,6 +307,7 @@ def verdict_rows(specs: list[Path], under: Path | None = None, *, plots: bool = 
         judged: list[dict[str, str]] = []
         if a.exists():
             dest = a.parent / sw.name
+            (dest / "verdicts.csv").unlink(missing_ok=True)  # an earlier report's: judged now, or not at all
             with tempfile.TemporaryDirectory(prefix="cclab-campaign-report-") as tmp:
                 dirs = pool.unpack(a, Path(tmp))
                 try:

@@ -206,7 +206,7 @@ def write(
     left = [f"- {pool.shown(run.run_dir)}: {why}" for run, why in pool.left_out]
     left += [
         f"- {pool.shown(run_dir)}: its summary.json says fidelity {'passed' if ok else 'failed'}; by this version's"
-        f" base-RTT rule it {'fails' if ok else 'passes'} (docs/measurement.md)"
+        f" rules (base RTT, the backlogged-rate band) it {'fails' if ok else 'passes'} (docs/measurement.md)"
         for run_dir, ok in pool.rejudged
     ]
     head = f"Pooled runs: {len(pool.runs)}, source hash {pool.source_hash[:12]}; left out: {len(pool.left_out)}"

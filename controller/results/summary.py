@@ -133,8 +133,11 @@ def rejudged(
     earlier rule are then judged alike."""
     fid = summ["fidelity"]
     delay = bool(summ.get("bottleneck", {}).get("delay_applied"))
+    again = _backlogged_again(summ, link_buckets or {})
+    if not delay and not again:
+        return fid
     checks, na = rtt_checks(summ["flows"], link_rows) if delay else ([], {})
-    checks += _backlogged_again(summ, link_buckets or {})
+    checks += again
     redone = {c.name for c in checks}
     old = {n: c for n, c in fid["checks"].items() if (delay and _is_rtt_check(n)) or n in redone}
     stale = {_check_note(Check(n, c["value"], c["lo"], c["hi"], c.get("note", ""))) for n, c in old.items()}
@@ -158,7 +161,7 @@ def _backlogged_again(summ: dict[str, Any], link_buckets: dict[str, int]) -> lis
     links = summ.get("links") or [{"id": None, **summ.get("bottleneck", {})}]
     for i, lk in enumerate(links):
         name = "backlogged_rate_over_rate" if i == 0 else f"{lk['id']}.backlogged_rate_over_rate"
-        c = summ["fidelity"]["checks"].get(name)
+        c = summ["fidelity"].get("checks", {}).get(name)
         rate, secs = lk.get("backlogged_rate_bps"), lk.get("backlogged_s")
         if c is None or c.get("value") is None or rate is None or secs is None:
             continue

@@ -194,12 +194,13 @@ def load(
         if n not in available():
             unload(done + [n])
             raise CcError(f"{n} registered but is not in {AVAILABLE}")
-        log.info("loaded %s (%s%s)", n, form, f", {_show(params[n])}" if params.get(n) else "")
+        log.info("loaded %s (%s%s)", n, form, f", {show_params(params[n])}" if params.get(n) else "")
         done.append(n)
     return done
 
 
-def _show(values: dict[str, int]) -> str:
+def show_params(values: dict[str, int]) -> str:
+    """Tunables as a spec or insmod reads them: name=value, by name."""
     return " ".join(f"{k}={v}" for k, v in sorted(values.items()))
 
 
@@ -211,8 +212,8 @@ def unsettable(n: str, wanted: dict[str, int]) -> str | None:
     have = registered_params(n)
     if have == algos.with_defaults(n, wanted):
         return None
-    now = f"with {_show(have)}" if have is not None else "with tunables that cannot be read back"
-    return f"{n} is already registered ({now}), so it cannot be loaded with {_show(wanted)}"
+    now = f"with {show_params(have)}" if have is not None else "with tunables that cannot be read back"
+    return f"{n} is already registered ({now}), so it cannot be loaded with {show_params(wanted)}"
 
 
 def registered_params(n: str) -> dict[str, int] | None:

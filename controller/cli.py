@@ -28,7 +28,7 @@ from controller.measure.live import final_table, render
 from controller.measure.monitor import LiveState
 from controller.network import units
 from controller.results import rundir
-from controller.results.claims import ClaimsError
+from controller.results.claims import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, ClaimsError
 from controller.spec import algos
 from controller.spec import sweep as sweep_spec
 from controller.vm.share import require_inside
@@ -236,14 +236,6 @@ def _sweep_live(
     return prog
 
 
-def _shown(path: Path) -> str:
-    """A path as short as it can be said: relative to the work tree when inside it."""
-    try:
-        return str(path.resolve().relative_to(system.REPO.resolve()))
-    except ValueError:
-        return str(path)
-
-
 def _cmd_campaign(args: argparse.Namespace) -> int:
     if args.campaign_cmd == "stop":
         pid = campaign.request_stop()
@@ -259,7 +251,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if args.campaign_cmd == "save":
         for st, a in campaign.save(specs):
             out.print(
-                f"{st.name}: {st.complete} runs -> {_shown(a)} ({a.stat().st_size / 1e6:.2f} MB)", highlight=False
+                f"{st.name}: {st.complete} runs -> {system.shown(a)} ({a.stat().st_size / 1e6:.2f} MB)", highlight=False
             )
         return 0
     if args.campaign_cmd == "report":
@@ -268,7 +260,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         if args.write:
             campaign.write_table(Path(args.write), text)
             words = ", ".join(
-                f"{sum(r['verdict'] == w for r in rows)} {w}" for w in ("holds", "does not hold", "inconclusive")
+                f"{sum(r['verdict'] == w for r in rows)} {w}" for w in (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE)
             )
             out.print(f"{args.write}: {len(rows)} claims ({words})", highlight=False)
         else:
@@ -289,7 +281,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
             runs = f"{st.complete} / {st.total}" + (
                 f" ({st.other_sources} of other sources)" if st.other_sources else ""
             )
-            t.add_row(st.name, runs, failed, f"{st.hours_left:.1f}", str(n), _shown(st.dir))
+            t.add_row(st.name, runs, failed, f"{st.hours_left:.1f}", str(n), system.shown(st.dir))
         out.print(t)
         pid = campaign.running()
         other = sum(s.other_sources for s in states)

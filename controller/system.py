@@ -26,6 +26,15 @@ class SystemError_(RuntimeError):
     """A host command or capability is missing or failed; the message says the fix."""
 
 
+def shown(path: Path) -> str:
+    """A path as short as it can be said: relative to the work tree when inside it (no machine's paths in what a
+    reader sees or the repository keeps)."""
+    try:
+        return str(path.resolve().relative_to(REPO.resolve()))
+    except ValueError:
+        return str(path)
+
+
 def run(args: list[str], *, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     """Run a command; on failure raise SystemError_ with its stderr in one line."""
     log.debug("run %s", args)

@@ -311,7 +311,7 @@ def verdict_rows(specs: list[Path], under: Path | None = None, *, plots: bool = 
             with tempfile.TemporaryDirectory(prefix="cclab-campaign-report-") as tmp:
                 dirs = pool.unpack(a, Path(tmp))
                 try:
-                    report.write(dirs, dest, labels=pool.labels(_shown(a), dirs), plots=plots)
+                    report.write(dirs, dest, labels=pool.labels(Path(system.shown(a)), dirs), plots=plots)
                 except SweepError:
                     pass  # no run pooled yet: no verdicts.csv, judged as unrun below
             if (dest / "verdicts.csv").exists():
@@ -321,14 +321,6 @@ def verdict_rows(specs: list[Path], under: Path | None = None, *, plots: bool = 
             judged = [_unrun(c) for c in claims_mod.parse(claims_file)]
         rows += [{"sweep": sw.name, **r} for r in judged]
     return rows
-
-
-def _shown(p: Path) -> Path:
-    """`p` relative to the repository where it lies in it: a committed report names no machine's paths."""
-    try:
-        return p.resolve().relative_to(system.REPO.resolve())
-    except ValueError:
-        return p
 
 
 def _unrun(c: claims_mod.Claim) -> dict[str, str]:

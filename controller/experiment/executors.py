@@ -173,28 +173,21 @@ def shareable_together(spec_files: list[Path]) -> None:
     """Refuse, before any run, points that cannot go side by side: each must be shareable(), and all must set an
     algorithm's tunables alike, since the kernel's registry holds one setting per name (the first run in
     registers it with them, and the others find it so)."""
-    settings: dict[str, dict[str, tuple[tuple[str, int], ...]]] = {}
+    first: dict[str, dict[tuple[tuple[str, int], ...], str]] = {}  # algorithm -> each setting -> its first file
     for f in spec_files:
         shareable(f)
         s = spec.load(f)
-        for name in s.algos:
-            if name in spec.CCLAB_ALGOS:
-                setting = tuple(sorted(algos.with_defaults(name, s.algo_params.get(name, {})).items()))
-                settings.setdefault(name, {}).setdefault(f.name, setting)
-    for name, by_file in sorted(settings.items()):
-        first: dict[tuple[tuple[str, int], ...], str] = {}  # each setting, with the first file that has it
-        for file_name, setting in by_file.items():
-            first.setdefault(setting, file_name)
-        if len(first) > 1:
-            (sa, a), (sb, b) = list(first.items())[:2]
+        for name in (n for n in s.algos if n in spec.CCLAB_ALGOS):
+            setting = tuple(sorted(algos.with_defaults(name, s.algo_params.get(name, {})).items()))
+            first.setdefault(name, {}).setdefault(setting, f.name)
+    for name, files in sorted(first.items()):
+        if len(files) > 1:
+            (sa, a), (sb, b) = list(files.items())[:2]
             raise ExecutorError(
-                f"{a} and {b} set algorithms.{name} differently ({_shown(sa)}; {_shown(sb)}): runs side by side share "
-                "the kernel's algorithm registry, which holds one setting per name: use --jobs 1"
+                f"{a} and {b} set algorithms.{name} differently ({cc.show_params(dict(sa))}; "
+                f"{cc.show_params(dict(sb))}): runs side by side share the kernel's algorithm registry, which holds "
+                "one setting per name: use --jobs 1"
             )
-
-
-def _shown(setting: tuple[tuple[str, int], ...]) -> str:
-    return " ".join(f"{k}={v}" for k, v in setting)
 
 
 def _alive(pid: int) -> bool:

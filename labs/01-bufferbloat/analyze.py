@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 LONG_FLOW = "f1"
-FETCHES = ("f2", "f3")
+FETCHES = ("f2", "f3", "f4", "f5", "f6")
 
 
 def rows(run: Path, name: str) -> list[dict[str, str]]:
@@ -63,12 +63,13 @@ def main(folder: Path) -> None:
     if not runs:
         sys.exit(f"no bufferbloat runs under {folder}/ (run the three specs first, README step 2)")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    print(f"{'queue (pkts)':>12} {'median RTT (ms)':>16} {'fetches (s)':>16} {'utilization':>12}")
+    print(f"{'queue (pkts)':>12} {'median RTT (ms)':>16} {'fetches (s)':>30} {'utilization':>12}")
     for q, run in runs.items():
         t, rtt = rtt_series(run, LONG_FLOW)
         fetches = completion_times_s(run)
         util = json.loads((run / "summary.json").read_text())["bottleneck"]["utilization"]
-        print(f"{q:>12} {median_rtt_ms(run, LONG_FLOW):>16.1f} {' '.join(f'{c:.3f}' for c in fetches):>16} {util:>12.3f}")
+        times = " ".join(f"{c:.3f}" for c in fetches)
+        print(f"{q:>12} {median_rtt_ms(run, LONG_FLOW):>16.1f} {times:>30} {util:>12.3f}")
         (line,) = left.plot(t, rtt, label=f"Q = {q}")
         right.scatter([q] * len(fetches), fetches, color=line.get_color())
     left.set(xlabel="time (s)", ylabel="long flow's smoothed RTT (ms)", title="RTT")

@@ -233,6 +233,7 @@ kind = "mptcp"
 algo = "mptcpw"
 src = "h1"
 dst = "r1"
+mss_bytes = 1000
 [[flows]]
 algo = "reno"
 src = "h2"
@@ -244,8 +245,11 @@ dst = "r2"
 def test_mptcp_over_one_path_two_subflows_counted_at_the_shared_bottleneck(tmp_path: Path) -> None:
     """An mptcpw connection between hosts that share one path (the shared-bottleneck setting): the second
     subflow joins a second port its receiver announced, both cross l1 beside the reno flow, each counted under
-    its own 5-tuple, and the coupled form couples the two (one MPTCP token, each coupling two)."""
+    its own 5-tuple, and the coupled form couples the two (one MPTCP token, each coupling two). Its segments are
+    the MPTCPW paper's 1000 bytes: more of each frame is header than with full-size segments, and the check of its
+    wire bytes over what its receiver read allows for it."""
     from controller.experiment.build import MPTCP_JOIN_PORT_BASE
+    from controller.results.summary import mptcp_wire_over_payload_max
 
     _dir, summ = _run(ONE_PATH, tmp_path)
     flows = {f["id"]: f for f in summ["flows"]}
@@ -261,7 +265,8 @@ def test_mptcp_over_one_path_two_subflows_counted_at_the_shared_bottleneck(tmp_p
     assert conn["bytes"] == flows["f1.1"]["bytes"] + flows["f1.2"]["bytes"]
     assert conn["coupling"]["coupled"], conn["coupling"]
     checks = summ["fidelity"]["checks"]
-    assert checks["f1.wire_over_received_bytes"]["ok"], checks["f1.wire_over_received_bytes"]
+    wire = checks["f1.wire_over_received_bytes"]
+    assert wire["ok"] and wire["value"] > mptcp_wire_over_payload_max(1460), wire
     assert link["utilization"] > 0.9, link["utilization"]
 
 

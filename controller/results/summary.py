@@ -21,6 +21,7 @@ from controller.measure.metrics import binomial_interval, jain
 from controller.measure.monitor import MonitoredFlow, Series
 from controller.network import LinkSpec
 from controller.spec import Flow, Spec
+from controller.spec.model import MAX_MSS
 
 #: departure rate / configured rate over the intervals with a standing backlog
 BACKLOGGED_RATE_TOLERANCE = (0.98, 1.02)
@@ -33,9 +34,14 @@ STANDING_BACKLOG_PKTS = 2
 #: in-network throughput / iperf3 goodput: wire bytes carry 66-byte headers per 1448
 #: (the upper bound grows by the flow's retransmitted share)
 GOODPUT_TOLERANCE = (0.98, 1.07)
-#: an mptcp connection's wire bytes over the payload its receiver read: a 1514-byte frame carries about
-#: 1420 bytes of payload once MPTCP's DSS option (up to 28 bytes) joins TCP's timestamps (+ retransmissions)
-MPTCP_WIRE_OVER_PAYLOAD_MAX = 1.08
+#: an mptcp data segment's frame beyond its MSS: Ethernet 14, IP 20 and TCP 20 bytes of headers
+MPTCP_FRAME_OVER_MSS = 54
+#: the options a data segment's payload gives way to within its MSS: TCP's timestamps (12) and MPTCP's DSS option
+#: (up to 28)
+MPTCP_OPTION_BYTES = 40
+#: an mptcp connection's wire bytes over its payload, beyond the data segments' own ratio: its handshakes, FINs
+#: and segments short of a full MSS (+ retransmissions)
+MPTCP_WIRE_MARGIN = 1.013
 #: measured base RTT against 2 x one-way delay, ms
 RTT_TOLERANCE_MS = 2.0
 #: CPU busy fraction above which the emulator may be the bottleneck
@@ -379,6 +385,14 @@ def connection_bps(subflows: list[dict[str, Any]], fallback_s: float) -> float:
     return sum(f["bytes"] for f in subflows) * 8 / secs
 
 
+def mptcp_wire_over_payload_max(mss: int) -> float:
+    """The most wire bytes an mptcp connection whose segments are ``mss`` bytes long (its flow's mss_bytes, or the
+    links' largest) puts on a link per payload byte, retransmissions aside: 1514 / 1420 for full-size segments, more
+    as segments shrink (1000-byte ones: 1054 / 960), widened by MPTCP_WIRE_MARGIN."""
+    payload = mss - MPTCP_OPTION_BYTES
+    return round((mss + MPTCP_FRAME_OVER_MSS) / payload * MPTCP_WIRE_MARGIN, 4)
+
+
 def _mptcp_entry(
     sf: Flow,
     out_flows: list[dict[str, Any]],
@@ -432,7 +446,7 @@ def _mptcp_entry(
         # retransmissions on top of what the receiver read.
         n_pkts = sum(f["packets"] for f in subs)
         extra = sum(retrans.get(i, 0) for i in ids) / max(1, n_pkts)
-        hi = round(MPTCP_WIRE_OVER_PAYLOAD_MAX + extra, 4)
+        hi = round(mptcp_wire_over_payload_max(sf.mss_bytes or MAX_MSS) + extra, 4)
         checks.append(Check(f"{sf.id}.wire_over_received_bytes", round(nbytes / got, 4), 1.0, hi))
     return entry
 

@@ -298,14 +298,17 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise executors.ExecutorError(f"--jobs {args.jobs}: want a number >= 1")
 
+    def jobs_of(sw: sweep_spec.Sweep) -> int:
+        return listed.get(sw.path, args.jobs) if sw.path else int(args.jobs)
+
     def run_sweep(sw: sweep_spec.Sweep, d: Path) -> sweep.Progress:
-        n = listed.get(sw.path, args.jobs) if sw.path else args.jobs
+        n = jobs_of(sw)
         err.print(f"campaign: {sw.name}, {n} run{'s' if n > 1 else ''} at a time", highlight=False)
         execute = campaign.stoppable(executors.side_by_side(n), n)
         return _sweep_live(sw, d, execute, "local", plots=False, no_live=args.no_live)
 
     with campaign.claimed():
-        done = campaign.run(specs, run_sweep)
+        done = campaign.run(specs, run_sweep, at_a_time=jobs_of)
     stopped = len(done) < len(specs) or any(p.skipped + p.done < p.total for _, p in done)
     out.print(
         f"campaign: {'stopped on request' if stopped else 'every sweep ran'}; `cclab campaign status` "

@@ -146,6 +146,28 @@ def test_a_directory_with_runs_of_other_sources_is_counted_and_refused(
     assert ran == []
 
 
+def test_a_sweep_whose_points_cannot_share_is_refused_before_any_run(files: Path) -> None:
+    """A sweep to go several at a time whose points set an algorithm's tunables apart (LogWestwood+'s recovery
+    sweep) is refused before the campaign's first run, naming it and the two points, not when its first batch
+    starts, hours in; one at a time it runs."""
+    recovery = REPO / "experiments" / "logwestwood-plus" / "recovery.toml"
+    one, _two = campaign.load(files)
+    ran: list[str] = []
+
+    def run_sweep(sw: sweep_spec.Sweep, d: Path) -> sweep.Progress:
+        ran.append(sw.name)
+        return sweep.Progress(0)
+
+    with pytest.raises(SweepError) as exc:
+        campaign.run([one, recovery], run_sweep, at_a_time=lambda sw: 2 if sw.path == recovery else 1)
+    assert ran == []
+    assert str(exc.value).startswith(
+        "lwp_recovery, 2 runs at a time: p000-r0.toml and p001-r0.toml set algorithms.logwestwood differently"
+    ), exc.value
+    campaign.run([one, recovery], run_sweep, at_a_time=lambda sw: 2 if sw.path == one else 1)
+    assert ran == ["one", "lwp_recovery"]
+
+
 def test_one_campaign_at_a_time(files: Path) -> None:
     campaign.PID_FILE.parent.mkdir(parents=True)
     campaign.PID_FILE.write_text(f"{os.getpid()}\n")  # a live process: this one

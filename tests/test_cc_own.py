@@ -88,8 +88,8 @@ def test_runs_side_by_side_refuse_it(tmp_path: Path) -> None:
 
     shutil.copyfile(SOLUTION, tmp_path / "mycc.bpf.c")
     with pytest.raises(executors.ExecutorError, match="runs mycc from mycc.bpf.c, .* use --jobs 1"):
-        executors.shareable(_spec(tmp_path, "mycc.bpf.c"))
-    executors.shareable(_spec(tmp_path, "reno"))
+        executors.shareable_together(executors.loaded([_spec(tmp_path, "mycc.bpf.c")]))
+    executors.shareable_together(executors.loaded([_spec(tmp_path, "reno")]))
 
 
 @needs_build

@@ -211,9 +211,9 @@ def test_points_side_by_side_must_set_an_algorithms_tunables_alike(tmp_path: Pat
         raw = {**TUNED, "algorithms": {"logwestwood": {"alpha": alpha, "alpha_adapt": 0}}}
         files.append(tmp_path / f"p{i}.toml")
         files[-1].write_text(tomli_w.dumps(raw))
-    executors.shareable_together(files[:2])
+    executors.shareable_together(executors.loaded(files[:2]))
     with pytest.raises(executors.ExecutorError) as exc:
-        executors.shareable_together(files)
+        executors.shareable_together(executors.loaded(files))
     assert str(exc.value).startswith(
         "p0.toml and p2.toml set algorithms.logwestwood differently (alpha=8 alpha_adapt=0 per_ack=0; alpha=16 "
         "alpha_adapt=0 per_ack=0): runs side by side share the kernel's algorithm registry"

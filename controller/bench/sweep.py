@@ -113,7 +113,7 @@ def side_by_side(
                 f = Path(tmp) / f"s{s}-{i}.toml"
                 f.write_text(tomli_w.dumps(raw))
                 files.append(f)
-            executors.shareable_together(files)
+            executors.shareable_together(executors.loaded(files))
             for n in jobs:
                 if progress:
                     progress(f"{name}: {runs} runs of {duration_s:g} s, {n} at a time")

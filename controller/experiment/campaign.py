@@ -49,8 +49,8 @@ from pathlib import Path
 
 import tomllib
 
-from controller import system
-from controller.experiment import sweep
+from controller import spec, system
+from controller.experiment import executors, sweep
 from controller.experiment.sweep import Executor, Task, TaskResult
 from controller.results import claims as claims_mod
 from controller.results import pool, rundir
@@ -223,12 +223,21 @@ def run(
     specs: list[Path],
     run_sweep: Callable[[Sweep, Path], sweep.Progress],
     stop: Callable[[], bool] = stop_requested,
+    at_a_time: Callable[[Sweep], int] = lambda sw: 1,
 ) -> list[tuple[Sweep, sweep.Progress]]:
     """Each sweep in turn, by `run_sweep(sweep, its directory)`, until all are done or a stop is asked for;
     every spec is loaded (every point validated) and every directory checked before the first run: one that
     holds runs of other sources than this tree's is refused (a resumed sweep would count them among its n,
-    where a report pools only one source hash)."""
+    where a report pools only one source hash), and so is a sweep to run more than one at a time
+    (`at_a_time`) whose points cannot go side by side (executors.shareable_together), which would otherwise
+    stop the campaign at that sweep's first batch, hours in."""
     sweeps = [sweep_spec.load(p) for p in specs]
+    for sw in sweeps:
+        if at_a_time(sw) > 1:
+            try:
+                executors.shareable_together((f"{pt.key}.toml", spec.parse(pt.raw)) for pt in sw.points)
+            except executors.ExecutorError as exc:
+                raise SweepError(f"{sw.name}, {at_a_time(sw)} runs at a time: {exc}") from None
     for sw in sweeps:
         d = sweep.default_dir(sw)
         if other := other_sources(sw, d):

@@ -37,7 +37,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -112,7 +112,7 @@ def side_by_side(jobs: int) -> Executor:
         return local
 
     def execute(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
-        shareable_together([t.spec_file for t in tasks])  # refused here, before any run, not once per run
+        shareable_together(loaded(t.spec_file for t in tasks))  # refused here, before any run, not once per run
         run_side_by_side(tasks, started, ended, jobs)
 
     return execute
@@ -157,29 +157,27 @@ HOLD = system.RUN_STATE / "shared-kernel.json"
 HOLD_LOCK = system.RUN_STATE / "shared-kernel.lock"
 
 
-def shareable(spec_file: Path) -> None:
-    """Refuse a point whose run cannot share the kernel's algorithm registry with others: one that builds and
-    registers an algorithm of one's own (algo = "<name>.bpf.c") for itself alone."""
-    s = spec.load(spec_file)
+def shareable(name: str, s: spec.Spec) -> None:
+    """Refuse a point (``name``: its file's) whose run cannot share the kernel's algorithm registry with others:
+    one that builds and registers an algorithm of one's own (algo = "<name>.bpf.c") for itself alone."""
     if s.cc_sources:
-        name = sorted(s.cc_sources)[0]
+        own = sorted(s.cc_sources)[0]
         raise ExecutorError(
-            f"{spec_file.name}: runs {name} from {s.cc_sources[name].name}, which each run builds and registers "
+            f"{name}: runs {own} from {s.cc_sources[own].name}, which each run builds and registers "
             "for itself: use --jobs 1"
         )
 
 
-def shareable_together(spec_files: list[Path]) -> None:
-    """Refuse, before any run, points that cannot go side by side: each must be shareable(), and all must set an
-    algorithm's tunables alike, since the kernel's registry holds one setting per name (the first run in
-    registers it with them, and the others find it so)."""
-    first: dict[str, dict[tuple[tuple[str, int], ...], str]] = {}  # algorithm -> each setting -> its first file
-    for f in spec_files:
-        shareable(f)
-        s = spec.load(f)
+def shareable_together(points: Iterable[tuple[str, spec.Spec]]) -> None:
+    """Refuse, before any run, points (each its file's name and its spec) that cannot go side by side: each must
+    be shareable(), and all must set an algorithm's tunables alike, since the kernel's registry holds one setting
+    per name (the first run in registers it with them, and the others find it so)."""
+    first: dict[str, dict[tuple[tuple[str, int], ...], str]] = {}  # algorithm -> each setting -> its first point
+    for where, s in points:
+        shareable(where, s)
         for name in (n for n in s.algos if n in spec.CCLAB_ALGOS):
             setting = tuple(sorted(algos.with_defaults(name, s.algo_params.get(name, {})).items()))
-            first.setdefault(name, {}).setdefault(setting, f.name)
+            first.setdefault(name, {}).setdefault(setting, where)
     for name, files in sorted(first.items()):
         if len(files) > 1:
             (sa, a), (sb, b) = list(files.items())[:2]
@@ -188,6 +186,11 @@ def shareable_together(spec_files: list[Path]) -> None:
                 f"{cc.show_params(dict(sb))}): runs side by side share the kernel's algorithm registry, which holds "
                 "one setting per name: use --jobs 1"
             )
+
+
+def loaded(spec_files: Iterable[Path]) -> list[tuple[str, spec.Spec]]:
+    """Each spec file's name and its spec, as shareable_together() takes them."""
+    return [(f.name, spec.load(f)) for f in spec_files]
 
 
 def _alive(pid: int) -> bool:
@@ -228,8 +231,8 @@ def shared_kernel_state(spec_file: Path) -> Iterator[None]:
     """While an isolated run of spec_file goes on: its algorithms registered and htb_hysteresis set, in the host's
     namespace; the last run out unregisters and puts back (HOLD records what, so a killed sweep's are undone by
     the next one's last run or by `cclab clean`)."""
-    shareable(spec_file)
     s = spec.load(spec_file)
+    shareable(spec_file.name, s)
     me = f"{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
     with _hold_state() as state:
         if not state["holders"] and htb_hysteresis_wanted():  # first in (a killed sweep's record is stale)

@@ -18,7 +18,17 @@ arrived, as iperf3 ends), closes, and waits until every subflow has sent its
 last packet (its ACK of the sink's FIN: the subflow reaches TIME_WAIT), so
 that the data plane's last read, taken when this process has ended, counts
 every packet the subflows sent; it prints {"sent": bytes, "seconds": T and
-that wait, "start_at": when it began to connect, on CLOCK_MONOTONIC}.
+that wait, "start_at": when it began to connect, on CLOCK_MONOTONIC,
+"drained": whether the sink had it all}.
+
+After T the sink gets at most DRAIN_S to close: an MPTCP socket's
+TCP_NOTSENT_LOWAT holds back only what its scheduler has not yet handed to a
+subflow, and each subflow's own queue may hold megabytes, which a connection
+slowed by loss takes longer than the run's grace to send (seen: LIA over two
+10 Mbit/s paths at 1 % loss, 3 MB still to send at the end of a 600 s run,
+12 s more).  Past DRAIN_S the sender resets the connection (SO_LINGER 0): what
+it had not sent is dropped, as iperf3's data connections are at its test's
+end, and "drained" is false.
 
 A transfer of N bytes is complete when the sink has read its last byte:
 last_at - start_at, one clock, as Mininet's hosts are namespaces of one kernel.
@@ -61,6 +71,9 @@ SOCKADDR_BYTES = 128
 STILL_SENDING = {"01", "04", "05", "08", "09", "0B"}
 #: how long the sender waits for its subflows to finish closing (a few RTTs of the longest path)
 CLOSE_WAIT_S = 10.0
+#: how long after T the sender of a timed transfer waits for the sink to have it all, before it resets the
+#: connection: tens of round trips of the slowest path, within the grace a run gives its flows to end
+DRAIN_S = 3.0
 
 
 class _Stop(Exception):
@@ -84,11 +97,14 @@ def sink(a: argparse.Namespace) -> None:
     total, first, last = 0, 0.0, 0.0
     try:
         conn, _peer = s.accept()
-        while chunk := conn.recv(CHUNK_BYTES):
-            last = time.monotonic()
-            if not total:
-                first = last
-            total += len(chunk)
+        try:
+            while chunk := conn.recv(CHUNK_BYTES):
+                last = time.monotonic()
+                if not total:
+                    first = last
+                total += len(chunk)
+        except ConnectionResetError:
+            pass  # a timed sender's end when its data did not drain in time (DRAIN_S): what arrived counts
         conn.close()  # the sender waits for this: everything it wrote has arrived
     except _Stop:
         pass
@@ -168,25 +184,36 @@ def send(a: argparse.Namespace) -> None:
     buf = memoryview(b"\0" * CHUNK_BYTES)
     total = 0
     ends: set[tuple[str, str]] = set()
+    drained = True
     t0 = time.monotonic()
     try:
         if a.bytes is None:
-            while time.monotonic() - t0 < a.duration_s:
-                total += s.send(buf)
+            while (left := a.duration_s - (time.monotonic() - t0)) > 0:
+                s.settimeout(left)  # a write blocked at T (the sink not reading) ends with T
+                try:
+                    total += s.send(buf)
+                except TimeoutError:
+                    break
         else:
             while total < a.bytes:
                 total += s.send(buf[: min(CHUNK_BYTES, a.bytes - total)])
         ends = _endpoints(s, a.tcp)  # before the close: afterwards the subflows have no owner to ask
-        # like iperf3, end when the receiver has it all: half-close, then wait for the sink's close
+        # like iperf3, end when the receiver has it all: half-close, then wait for the sink's close (a timed
+        # transfer for DRAIN_S at most)
+        s.settimeout(DRAIN_S if a.bytes is None else None)
         s.shutdown(socket.SHUT_WR)
-        while s.recv(CHUNK_BYTES):
-            pass
+        try:
+            while s.recv(CHUNK_BYTES):
+                pass
+        except TimeoutError:
+            drained = False
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     except _Stop:
         pass
     s.close()
     closed = wait_subflows_closed(ends) if ends else False
     out = {"sent": total, "seconds": round(time.monotonic() - t0, 6), "cc": a.cc, "start_at": start_at}
-    print(json.dumps({**out, "subflows": len(ends), "subflows_closed": closed}), flush=True)
+    print(json.dumps({**out, "subflows": len(ends), "subflows_closed": closed, "drained": drained}), flush=True)
 
 
 def main() -> None:

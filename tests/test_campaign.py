@@ -150,7 +150,7 @@ def test_a_sweep_whose_points_cannot_share_is_refused_before_any_run(files: Path
     """A sweep to go several at a time whose points set an algorithm's tunables apart (LogWestwood+'s recovery
     sweep) is refused before the campaign's first run, naming it and the two points, not when its first batch
     starts, hours in; one at a time it runs."""
-    recovery = REPO / "experiments" / "logwestwood-plus" / "recovery.toml"
+    recovery = REPO / "experiments/logwestwood-plus/recovery.toml"
     one, _two = campaign.load(files)
     ran: list[str] = []
 

@@ -144,6 +144,11 @@ def test_a_directory_with_runs_of_other_sources_is_counted_and_refused(
     ):
         campaign.run([one], lambda sw, d: ran.append(sw.name) or sweep.Progress(0))
     assert ran == []
+    # once complete, the sweep has nothing left to run: a campaign goes past it to the others
+    for t in tasks[2:]:
+        _write_run(t)
+    campaign.run([one, _two], lambda sw, d: ran.append(sw.name) or sweep.Progress(0))
+    assert ran == ["one", "two"]
 
 
 def test_a_sweep_whose_points_cannot_share_is_refused_before_any_run(files: Path) -> None:

@@ -226,9 +226,9 @@ def run(
     at_a_time: Callable[[Sweep], int] = lambda sw: 1,
 ) -> list[tuple[Sweep, sweep.Progress]]:
     """Each sweep in turn, by `run_sweep(sweep, its directory)`, until all are done or a stop is asked for;
-    every spec is loaded (every point validated) and every directory checked before the first run: one that
-    holds runs of other sources than this tree's is refused (a resumed sweep would count them among its n,
-    where a report pools only one source hash), and so is a sweep to run more than one at a time
+    every spec is loaded (every point validated) and every directory checked before the first run: one with
+    runs still to do that holds runs of other sources than this tree's is refused (a resumed sweep would count
+    them among its n, where a report pools only one source hash), and so is a sweep to run more than one at a time
     (`at_a_time`) whose points cannot go side by side (executors.shareable_together), which would otherwise
     stop the campaign at that sweep's first batch, hours in."""
     sweeps = [sweep_spec.load(p) for p in specs]
@@ -240,6 +240,8 @@ def run(
                 raise SweepError(f"{sw.name}, {at_a_time(sw)} runs at a time: {exc}") from None
     for sw in sweeps:
         d = sweep.default_dir(sw)
+        if all(sweep.complete_run(d, pt.key) for pt in sw.points):
+            continue  # complete: nothing runs there, whatever sources made its runs
         if other := other_sources(sw, d):
             h, keys = max(other.items(), key=lambda kv: len(kv[1]))
             raise SweepError(

@@ -240,7 +240,7 @@ def run(
                 raise SweepError(f"{sw.name}, {at_a_time(sw)} runs at a time: {exc}") from None
     for sw in sweeps:
         d = sweep.default_dir(sw)
-        if all(sweep.complete_run(d, pt.key) for pt in sw.points):
+        if not sweep.pending(sw, d):
             continue  # complete: nothing runs there, whatever sources made its runs
         if other := other_sources(sw, d):
             h, keys = max(other.items(), key=lambda kv: len(kv[1]))

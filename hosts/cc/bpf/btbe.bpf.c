@@ -49,6 +49,7 @@ void BPF_PROG(btbe_in_ack_event, struct sock *sk, u32 flags)
 	struct btbe *b = cc_priv(sk);
 	u32 tsval = 0;
 
+	cc_guard(sk, &st_btbe);
 	if (BPF_CORE_READ_BITFIELD(tp, rx_opt.saw_tstamp))
 		tsval = tp->rx_opt.rcv_tsval;
 	btbe_on_ack(b, cc_now_us(sk), tp->snd_una, tp->mss_cache, tsval,
@@ -82,7 +83,7 @@ u32 BPF_PROG(btbe_ssthresh, struct sock *sk)
 	struct btbe *b = cc_priv(sk);
 
 	btbe_export(sk, b, true);
-	return btbe_loss_ssthresh(b);
+	return cc_guard_ssthresh(sk, btbe_loss_ssthresh(b));
 }
 
 SEC("struct_ops")
@@ -95,6 +96,12 @@ void BPF_PROG(btbe_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 		tp->snd_cwnd = tp->snd_ssthresh = btbe_loss_ssthresh(b);
 	else if (ev == CA_EVENT_LOSS)
 		btbe_on_rto(b);
+}
+
+SEC("struct_ops")
+void BPF_PROG(btbe_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_btbe);
 }
 
 SEC("struct_ops")
@@ -118,6 +125,7 @@ struct tcp_congestion_ops btbe = {
 	.cwnd_event	= (void *)btbe_cwnd_event,
 	.in_ack_event	= (void *)btbe_in_ack_event,
 	.pkts_acked	= (void *)btbe_pkts_acked,
+	.set_state	= (void *)btbe_set_state,
 	.undo_cwnd	= (void *)btbe_undo_cwnd,
 	.name		= "btbe",
 };

@@ -18,6 +18,7 @@
 #define CC_INLINE	__always_inline
 #define CC_DIV64(a, b)	((u64)(a) / (u64)(b))	/* BPF_DIV is 64-bit */
 
+#include "cc_common.h"
 #include "cc_export.h"
 
 char _license[] SEC("license") = "GPL";
@@ -114,6 +115,33 @@ static __always_inline bool cc_slow_start_whole(struct sock *sk, u32 acked)
 	return true;
 }
 
+/*
+ * The window guard.  On some hosts the stack now and then takes a value from
+ * a struct_ops callback that the program never returned: measured on an
+ * x86-64 6.18 kernel with the SRSO "Safe RET" mitigation, ssthresh() (and
+ * undo_cwnd()) of every shell here came back, a few times an hour, as the
+ * low half of a kernel text address (2183597541 = srso_return_thunk + 5),
+ * which PRR then turned into a window of millions of packets: a burst, a
+ * queue's worth of drops, a stalled subflow.  The kernel's own Reno never
+ * showed it.  No window a core sets exceeds CC_MAX_CWND, so the guard puts
+ * back any that does: ssthresh to what this shell's ssthresh() last
+ * returned, cwnd to the window before the reduction (or ssthresh).  It runs
+ * where every reduction and undo is next seen: set_state (right after
+ * ssthresh() on entering CWR, Recovery or Loss) and in_ack_event (first on
+ * every ACK).  Each repair is counted per socket and exported (repairs).
+ */
+struct cc_guard {
+	__u32 ss;		/* what ssthresh() last returned, packets */
+	__u32 repairs;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct cc_guard);
+} cc_guards SEC(".maps");
+
 /* One export map per shell, named st_<algo> (contract: cc_export.h). */
 #define CC_EXPORT_MAP(algo)						\
 	struct {							\
@@ -176,6 +204,57 @@ static __always_inline void cc_export_delete(void *map, struct sock *sk)
 
 	cc_flow_key(sk, &k);
 	bpf_map_delete_elem(map, &k);
+}
+
+static __always_inline bool cc_window_wild(u32 w)
+{
+	return w > CC_MAX_CWND && w != CC_TCP_INFINITE_SSTHRESH;
+}
+
+/* ssthresh()'s tail: remember what it returns. */
+static __always_inline u32 cc_guard_ssthresh(struct sock *sk, u32 ss)
+{
+	struct cc_guard *g;
+
+	g = bpf_sk_storage_get(&cc_guards, sk, NULL,
+			       BPF_SK_STORAGE_GET_F_CREATE);
+	if (g)
+		g->ss = ss;
+	return ss;
+}
+
+/* Put back a wild window; the flow's entry in export_map (st_<algo>) shows
+ * how many times. */
+static __always_inline void cc_guard(struct sock *sk, void *export_map)
+{
+	struct tcp_sock *tp = cc_tcp_sk(sk);
+	struct cc_flow_key k = {};
+	struct cc_export *v;
+	struct cc_guard *g;
+	u32 ss = tp->snd_ssthresh, cwnd = tp->snd_cwnd;
+
+	if (!cc_window_wild(ss) && !cc_window_wild(cwnd))
+		return;
+	g = bpf_sk_storage_get(&cc_guards, sk, NULL,
+			       BPF_SK_STORAGE_GET_F_CREATE);
+	if (cc_window_wild(ss)) {
+		ss = g && g->ss && !cc_window_wild(g->ss) ?
+		     g->ss : CC_MAX(CC_MIN(cwnd, CC_MAX_CWND) >> 1,
+				    CC_MIN_SSTHRESH);
+		tp->snd_ssthresh = ss;
+	}
+	if (cc_window_wild(cwnd)) {
+		cwnd = tp->prior_cwnd;
+		tp->snd_cwnd = cwnd && !cc_window_wild(cwnd) ? cwnd :
+			       CC_MIN(ss, CC_MAX_CWND);
+	}
+	if (!g)
+		return;
+	g->repairs++;
+	cc_flow_key(sk, &k);
+	v = bpf_map_lookup_elem(export_map, &k);
+	if (v)
+		v->repairs = g->repairs;
 }
 
 #endif /* CC_BPF_H */

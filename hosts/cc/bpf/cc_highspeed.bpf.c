@@ -58,7 +58,19 @@ u32 BPF_PROG(cc_highspeed_ssthresh, struct sock *sk)
 	u32 ss = hs_ssthresh(h, cc_tcp_sk(sk)->snd_cwnd);
 
 	cc_highspeed_export(sk, h, true);
-	return ss;
+	return cc_guard_ssthresh(sk, ss);
+}
+
+SEC("struct_ops")
+void BPF_PROG(cc_highspeed_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_cc_highspeed);
+}
+
+SEC("struct_ops")
+void BPF_PROG(cc_highspeed_in_ack_event, struct sock *sk, u32 flags)
+{
+	cc_guard(sk, &st_cc_highspeed);
 }
 
 SEC("struct_ops")
@@ -79,6 +91,8 @@ struct tcp_congestion_ops cc_highspeed = {
 	.release	= (void *)cc_highspeed_release,
 	.ssthresh	= (void *)cc_highspeed_ssthresh,
 	.cong_avoid	= (void *)cc_highspeed_cong_avoid,
+	.set_state	= (void *)cc_highspeed_set_state,
+	.in_ack_event	= (void *)cc_highspeed_in_ack_event,
 	.undo_cwnd	= (void *)cc_highspeed_undo_cwnd,
 	.name		= "cc_highspeed",
 };

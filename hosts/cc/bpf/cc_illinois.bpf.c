@@ -70,14 +70,21 @@ u32 BPF_PROG(cc_illinois_ssthresh, struct sock *sk)
 	u32 ss = ill_ssthresh(c, cc_tcp_sk(sk)->snd_cwnd);
 
 	cc_illinois_export(sk, c, true);
-	return ss;
+	return cc_guard_ssthresh(sk, ss);
 }
 
 SEC("struct_ops")
 void BPF_PROG(cc_illinois_set_state, struct sock *sk, u8 new_state)
 {
+	cc_guard(sk, &st_cc_illinois);
 	if (new_state == TCP_CA_Loss)
 		ill_on_rto(cc_priv(sk), cc_tcp_sk(sk)->snd_nxt);
+}
+
+SEC("struct_ops")
+void BPF_PROG(cc_illinois_in_ack_event, struct sock *sk, u32 flags)
+{
+	cc_guard(sk, &st_cc_illinois);
 }
 
 SEC("struct_ops")
@@ -100,6 +107,7 @@ struct tcp_congestion_ops cc_illinois = {
 	.cong_avoid	= (void *)cc_illinois_cong_avoid,
 	.set_state	= (void *)cc_illinois_set_state,
 	.pkts_acked	= (void *)cc_illinois_pkts_acked,
+	.in_ack_event	= (void *)cc_illinois_in_ack_event,
 	.undo_cwnd	= (void *)cc_illinois_undo_cwnd,
 	.name		= "cc_illinois",
 };

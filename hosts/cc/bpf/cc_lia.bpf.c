@@ -66,6 +66,7 @@ void BPF_PROG(cc_lia_in_ack_event, struct sock *sk, u32 flags)
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct cc_lia_sk *p = cc_priv(sk);
 
+	cc_guard(sk, &st_cc_lia);
 	lia_on_ack(&p->l, cc_lia_conn(sk, p, false), tp->snd_cwnd,
 		   cc_srtt_us(sk));
 }
@@ -94,7 +95,13 @@ u32 BPF_PROG(cc_lia_ssthresh, struct sock *sk)
 	u32 ss = lia_ssthresh(&p->l, cc_tcp_sk(sk)->snd_cwnd);
 
 	cc_lia_export(sk, p, NULL, true);
-	return ss;
+	return cc_guard_ssthresh(sk, ss);
+}
+
+SEC("struct_ops")
+void BPF_PROG(cc_lia_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_cc_lia);
 }
 
 SEC("struct_ops")
@@ -119,6 +126,7 @@ struct tcp_congestion_ops cc_lia = {
 	.ssthresh	= (void *)cc_lia_ssthresh,
 	.cong_avoid	= (void *)cc_lia_cong_avoid,
 	.in_ack_event	= (void *)cc_lia_in_ack_event,
+	.set_state	= (void *)cc_lia_set_state,
 	.undo_cwnd	= (void *)cc_lia_undo_cwnd,
 	.name		= "cc_lia",
 };

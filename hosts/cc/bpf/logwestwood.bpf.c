@@ -52,6 +52,7 @@ void BPF_PROG(logwestwood_in_ack_event, struct sock *sk, u32 flags)
 	int upd = tcpwplus_on_ack(&l->wp, cc_now_us(sk), tp->snd_una,
 				  tp->mss_cache);
 
+	cc_guard(sk, &st_logwestwood);
 	logww_export(sk, l, upd);
 }
 
@@ -86,7 +87,7 @@ u32 BPF_PROG(logwestwood_ssthresh, struct sock *sk)
 	u32 ss = logww_ssthresh(l, tp->snd_cwnd, tp->mss_cache);
 
 	logww_export(sk, l, true);
-	return ss;
+	return cc_guard_ssthresh(sk, ss);
 }
 
 SEC("struct_ops")
@@ -100,6 +101,12 @@ void BPF_PROG(logwestwood_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 			tcpwplus_loss_ssthresh(&l->wp, tp->mss_cache);
 	else if (ev == CA_EVENT_LOSS)
 		tcpwplus_on_rto(&l->wp);
+}
+
+SEC("struct_ops")
+void BPF_PROG(logwestwood_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_logwestwood);
 }
 
 SEC("struct_ops")
@@ -123,6 +130,7 @@ struct tcp_congestion_ops logwestwood = {
 	.cwnd_event	= (void *)logwestwood_cwnd_event,
 	.in_ack_event	= (void *)logwestwood_in_ack_event,
 	.pkts_acked	= (void *)logwestwood_pkts_acked,
+	.set_state	= (void *)logwestwood_set_state,
 	.undo_cwnd	= (void *)logwestwood_undo_cwnd,
 	.name		= "logwestwood",
 };

@@ -66,6 +66,7 @@ void BPF_PROG(mptcpw_in_ack_event, struct sock *sk, u32 flags)
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct mptcpw_sk *p = cc_priv(sk);
 
+	cc_guard(sk, &st_mptcpw);
 	mptcpw_on_ack(&p->m, mptcpw_conn(sk, p, false), cc_now_us(sk),
 		      tp->snd_una, tp->mss_cache, tp->snd_cwnd, cc_srtt_us(sk));
 }
@@ -104,7 +105,7 @@ u32 BPF_PROG(mptcpw_ssthresh, struct sock *sk)
 	u32 ss = mptcpw_loss_ssthresh(&p->m, tp->snd_cwnd, tp->mss_cache);
 
 	mptcpw_export(sk, p, NULL, true);
-	return ss;
+	return cc_guard_ssthresh(sk, ss);
 }
 
 SEC("struct_ops")
@@ -114,6 +115,12 @@ void BPF_PROG(mptcpw_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 
 	if (ev == CA_EVENT_COMPLETE_CWR)	/* decrease: w_s = B_s RTTmin_s */
 		tp->snd_cwnd = tp->snd_ssthresh;
+}
+
+SEC("struct_ops")
+void BPF_PROG(mptcpw_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_mptcpw);
 }
 
 SEC("struct_ops")
@@ -140,6 +147,7 @@ struct tcp_congestion_ops mptcpw = {
 	.cwnd_event	= (void *)mptcpw_cwnd_event,
 	.in_ack_event	= (void *)mptcpw_in_ack_event,
 	.pkts_acked	= (void *)mptcpw_pkts_acked,
+	.set_state	= (void *)mptcpw_set_state,
 	.undo_cwnd	= (void *)mptcpw_undo_cwnd,
 	.name		= "mptcpw",
 };

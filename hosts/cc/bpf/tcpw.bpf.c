@@ -44,6 +44,7 @@ void BPF_PROG(tcpw_in_ack_event, struct sock *sk, u32 flags)
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct tcpw *w = cc_priv(sk);
 
+	cc_guard(sk, &st_tcpw);
 	tcpw_on_ack(w, cc_now_us(sk), tp->snd_una, tp->mss_cache);
 	tcpw_export(sk, w, false);
 }
@@ -71,7 +72,7 @@ u32 BPF_PROG(tcpw_ssthresh, struct sock *sk)
 	u32 ss = tcpw_loss_ssthresh(w, tp->snd_cwnd, tp->mss_cache);
 
 	tcpw_export(sk, w, true);
-	return ss;
+	return cc_guard_ssthresh(sk, ss);
 }
 
 SEC("struct_ops")
@@ -83,6 +84,12 @@ void BPF_PROG(tcpw_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	if (ev == CA_EVENT_COMPLETE_CWR && w->prior_cwnd)
 		tp->snd_cwnd = tcpw_recovery_cwnd(w->prior_cwnd,
 						  tp->snd_ssthresh);
+}
+
+SEC("struct_ops")
+void BPF_PROG(tcpw_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_tcpw);
 }
 
 SEC("struct_ops")
@@ -106,6 +113,7 @@ struct tcp_congestion_ops tcpw = {
 	.cwnd_event	= (void *)tcpw_cwnd_event,
 	.in_ack_event	= (void *)tcpw_in_ack_event,
 	.pkts_acked	= (void *)tcpw_pkts_acked,
+	.set_state	= (void *)tcpw_set_state,
 	.undo_cwnd	= (void *)tcpw_undo_cwnd,
 	.name		= "tcpw",
 };

@@ -75,6 +75,7 @@ void BPF_PROG(tcpw_abse_in_ack_event, struct sock *sk, u32 flags)
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct abse_sk *s = abse_get(sk, false);
 
+	cc_guard(sk, &st_tcpw_abse);
 	if (!s)
 		return;
 	abse_on_ack(&s->a, cc_now_us(sk), tp->snd_una, tp->mss_cache,
@@ -105,10 +106,11 @@ u32 BPF_PROG(tcpw_abse_ssthresh, struct sock *sk)
 	struct abse_sk *s = abse_get(sk, false);
 
 	if (!s)
-		return CC_MAX(tp->snd_cwnd >> 1, CC_MIN_SSTHRESH);
+		return cc_guard_ssthresh(sk, CC_MAX(tp->snd_cwnd >> 1,
+						    CC_MIN_SSTHRESH));
 	s->prior_cwnd = tp->snd_cwnd;
 	abse_export(sk, &s->a, true);
-	return abse_ssthresh(&s->a, tp->mss_cache);
+	return cc_guard_ssthresh(sk, abse_ssthresh(&s->a, tp->mss_cache));
 }
 
 SEC("struct_ops")
@@ -122,6 +124,12 @@ void BPF_PROG(tcpw_abse_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	s = abse_get(sk, false);
 	if (s && s->prior_cwnd)
 		tp->snd_cwnd = CC_MIN(s->prior_cwnd, tp->snd_ssthresh);
+}
+
+SEC("struct_ops")
+void BPF_PROG(tcpw_abse_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_tcpw_abse);
 }
 
 SEC("struct_ops")
@@ -146,6 +154,7 @@ struct tcp_congestion_ops tcpw_abse = {
 	.cwnd_event	= (void *)tcpw_abse_cwnd_event,
 	.in_ack_event	= (void *)tcpw_abse_in_ack_event,
 	.pkts_acked	= (void *)tcpw_abse_pkts_acked,
+	.set_state	= (void *)tcpw_abse_set_state,
 	.undo_cwnd	= (void *)tcpw_abse_undo_cwnd,
 	.name		= "tcpw_abse",
 };

@@ -45,6 +45,7 @@ void BPF_PROG(tcpwplus_in_ack_event, struct sock *sk, u32 flags)
 	struct tcpwplus *w = cc_priv(sk);
 	int upd = tcpwplus_on_ack(w, cc_now_us(sk), tp->snd_una, tp->mss_cache);
 
+	cc_guard(sk, &st_tcpwplus);
 	tcpwplus_export(sk, w, upd);
 }
 
@@ -69,7 +70,7 @@ u32 BPF_PROG(tcpwplus_ssthresh, struct sock *sk)
 	u32 ss = tcpwplus_loss_ssthresh(w, cc_tcp_sk(sk)->mss_cache);
 
 	tcpwplus_export(sk, w, true);
-	return ss;
+	return cc_guard_ssthresh(sk, ss);
 }
 
 SEC("struct_ops")
@@ -83,6 +84,12 @@ void BPF_PROG(tcpwplus_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 			tcpwplus_loss_ssthresh(w, tp->mss_cache);
 	else if (ev == CA_EVENT_LOSS)
 		tcpwplus_on_rto(w);
+}
+
+SEC("struct_ops")
+void BPF_PROG(tcpwplus_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_tcpwplus);
 }
 
 SEC("struct_ops")
@@ -106,6 +113,7 @@ struct tcp_congestion_ops tcpwplus = {
 	.cwnd_event	= (void *)tcpwplus_cwnd_event,
 	.in_ack_event	= (void *)tcpwplus_in_ack_event,
 	.pkts_acked	= (void *)tcpwplus_pkts_acked,
+	.set_state	= (void *)tcpwplus_set_state,
 	.undo_cwnd	= (void *)tcpwplus_undo_cwnd,
 	.name		= "tcpwplus",
 };

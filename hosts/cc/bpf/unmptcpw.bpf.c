@@ -41,9 +41,11 @@ void BPF_PROG(unmptcpw_in_ack_event, struct sock *sk, u32 flags)
 {
 	struct tcp_sock *tp = cc_tcp_sk(sk);
 	struct mptcpw *m = cc_priv(sk);
-	int upd = mptcpw_on_ack(m, NULL, cc_now_us(sk), tp->snd_una,
-				tp->mss_cache, tp->snd_cwnd, cc_srtt_us(sk));
+	int upd;
 
+	cc_guard(sk, &st_unmptcpw);
+	upd = mptcpw_on_ack(m, NULL, cc_now_us(sk), tp->snd_una, tp->mss_cache,
+			    tp->snd_cwnd, cc_srtt_us(sk));
 	unmptcpw_export(sk, m, upd);
 }
 
@@ -79,7 +81,7 @@ u32 BPF_PROG(unmptcpw_ssthresh, struct sock *sk)
 	u32 ss = mptcpw_loss_ssthresh(m, tp->snd_cwnd, tp->mss_cache);
 
 	unmptcpw_export(sk, m, true);
-	return ss;
+	return cc_guard_ssthresh(sk, ss);
 }
 
 SEC("struct_ops")
@@ -89,6 +91,12 @@ void BPF_PROG(unmptcpw_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 
 	if (ev == CA_EVENT_COMPLETE_CWR)	/* w_s = B_s RTTmin_s */
 		tp->snd_cwnd = tp->snd_ssthresh;
+}
+
+SEC("struct_ops")
+void BPF_PROG(unmptcpw_set_state, struct sock *sk, u8 new_state)
+{
+	cc_guard(sk, &st_unmptcpw);
 }
 
 SEC("struct_ops")
@@ -112,6 +120,7 @@ struct tcp_congestion_ops unmptcpw = {
 	.cwnd_event	= (void *)unmptcpw_cwnd_event,
 	.in_ack_event	= (void *)unmptcpw_in_ack_event,
 	.pkts_acked	= (void *)unmptcpw_pkts_acked,
+	.set_state	= (void *)unmptcpw_set_state,
 	.undo_cwnd	= (void *)unmptcpw_undo_cwnd,
 	.name		= "unmptcpw",
 };

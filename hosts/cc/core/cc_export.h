@@ -14,7 +14,8 @@
  * Value: ts_ns is bpf_ktime_get_ns() at the update; bwe_bps the algorithm's
  * bandwidth estimate in bits per second (0 if it has none); cwnd and
  * ssthresh in packets; x[] algorithm-specific extras whose names and units
- * are listed, in order, in hosts/cc/algos.toml.
+ * are listed, in order, in hosts/cc/algos.toml; repairs the wild windows the
+ * BPF shells' guard put back on this flow (bpf/cc_bpf.h).
  */
 #ifndef CC_EXPORT_H
 #define CC_EXPORT_H
@@ -44,6 +45,7 @@ struct cc_export {
 	__u32 cwnd;
 	__u32 ssthresh;
 	__u32 x[CC_EXPORT_NX];
+	__u32 repairs;		/* windows the guard put back (cc_bpf.h) */
 };
 
 #endif /* CC_EXPORT_H */

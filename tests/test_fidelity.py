@@ -302,3 +302,37 @@ def test_monitor_timing_gives_the_quantiles_of_its_polls_lateness() -> None:
     t = mon.timing()
     assert (t["polls"], t["late_ms_p50"], t["late_ms_p99"], t["late_ms_max"]) == (100, 51.0, 100.0, 100.0)
     assert (t["waited"], t["wake_ms_p50"], t["wake_ms_p99"], t["wake_ms_max"]) == (10, 2.0, 500.0, 500.0)
+
+
+def test_a_window_no_algorithm_sets_fails_the_run_and_a_recorded_one_is_found_again() -> None:
+    """cwnd.csv samples whose cwnd or ssthresh lie beyond 2^20 packets (the largest any of cclab's algorithms
+    sets) fail the run, the initial "infinite" ssthresh does not; a run without samples has no such check.  A
+    run recorded before the check was written is judged by it from its cwnd.csv."""
+    sane = [
+        {"t_s": 0.1, "flow": "f1", "cwnd_pkts": 10, "ssthresh_pkts": summary.INFINITE_SSTHRESH},
+        {"t_s": 0.2, "flow": "f1", "cwnd_pkts": 1 << 20, "ssthresh_pkts": 40},
+    ]
+    c = summary.wild_windows(sane, guarded=False)
+    assert c is not None and c.ok and c.value == 0
+    assert summary.wild_windows([], guarded=False) is None
+    wild = [*sane, {"t_s": 229.8, "flow": "f1.2", "cwnd_pkts": 7, "ssthresh_pkts": 2183597541}]
+    wild.append({"t_s": 229.9, "flow": "f1.2", "cwnd_pkts": 2055150670, "ssthresh_pkts": 37})
+    c = summary.wild_windows(wild, guarded=False)
+    assert c is not None and not c.ok and c.value == 2 and c.note.startswith("first: f1.2 at 229.8 s"), c
+    # guarded: the first wild sample of a flow is a window put back by its next ACK; the second in a row is not
+    g = summary.wild_windows(wild, guarded=True)
+    assert g is not None and not g.ok and g.value == 1 and "at 229.9 s" in g.note, g
+    between = {"t_s": 229.85, "flow": "f1.2", "cwnd_pkts": 20, "ssthresh_pkts": 37}
+    g = summary.wild_windows([*wild[:3], between, wild[3]], guarded=True)
+    assert g is not None and g.ok and g.value == 0, g
+    assert summary.guarded(["t_s", "flow", "window_repairs"]) and not summary.guarded(["t_s", "flow"])
+    summ = {
+        "complete": True,
+        "bottleneck": {"delay_applied": False},
+        "flows": [],
+        "fidelity": {"ok": True, "notes": [], "checks": {}, "not_applicable": {}},
+    }
+    assert summary.rejudged(summ, lambda: [], None, lambda: sane)["ok"]
+    fid = summary.rejudged(summ, lambda: [], None, lambda: wild)
+    assert not fid["ok"] and fid["checks"][summary.WILD_WINDOWS]["value"] == 2, fid
+    assert fid["notes"] == [f"{summary.WILD_WINDOWS} = 2 outside [None, 0] ({c.note})"], fid

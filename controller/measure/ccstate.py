@@ -22,7 +22,9 @@ log = logging.getLogger(__name__)
 
 _KEY = struct.Struct("=4s4sHHI")
 _VALUE = struct.Struct("=QQIII5I")
-COMMON = ["bwe_bps", "rtt_min_us", "cwnd_pkts", "ssthresh_pkts"]
+#: the value's last field, the windows the shells' guard put back (hosts/cc/bpf/cc_bpf.h), after the extras
+_REPAIRS = struct.Struct("=I")
+COMMON = ["bwe_bps", "rtt_min_us", "cwnd_pkts", "ssthresh_pkts", "window_repairs"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class CcStateReader:
                 for kraw, vraw in m.items():
                     saddr, daddr, sport, dport, ns = _KEY.unpack(kraw)
                     ts_ns, bwe, rtt_min, cwnd, ssthresh, *x = _VALUE.unpack(vraw[: _VALUE.size])
+                    tail = vraw[_VALUE.size : _VALUE.size + _REPAIRS.size]
+                    repairs = _REPAIRS.unpack(tail)[0] if len(tail) == _REPAIRS.size else None
                     if ts_ns < self.since_ns or (self.netns is not None and ns not in self.netns):
                         continue
                     key = ExportKey(str(ipaddress.IPv4Address(saddr)), str(ipaddress.IPv4Address(daddr)), sport, dport)
@@ -75,6 +79,7 @@ class CcStateReader:
                         "rtt_min_us": rtt_min,
                         "cwnd_pkts": cwnd,
                         "ssthresh_pkts": ssthresh,
+                        "window_repairs": repairs,
                     }
                     row.update(zip(names, x))
                     out.append((algo, key, row))

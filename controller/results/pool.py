@@ -169,7 +169,37 @@ def fidelity(run_dir: Path, summ: dict[str, Any]) -> dict[str, Any]:
         links = json.loads((run_dir / "manifest.json").read_text()).get("links", [])
     except (OSError, ValueError):
         links = []
-    return summary_mod.rejudged(summ, lambda: _link_polls(run_dir / "link.csv"), summary_mod.buckets(links))
+    return summary_mod.rejudged(
+        summ,
+        lambda: _link_polls(run_dir / "link.csv"),
+        summary_mod.buckets(links),
+        lambda: _windows(run_dir / "cwnd.csv"),
+        summary_mod.guarded(_columns(run_dir / "ccstate.csv")),
+    )
+
+
+def _windows(path: Path) -> list[dict[str, Any]]:
+    """cwnd.csv's samples as the window check reads them; none when the run has no file."""
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return [
+            {
+                "t_s": float(r["t_s"]),
+                "flow": r["flow"],
+                "cwnd_pkts": int(r.get("cwnd_pkts") or 0),
+                "ssthresh_pkts": int(r.get("ssthresh_pkts") or 0),
+            }
+            for r in csv.DictReader(f)
+        ]
+
+
+def _columns(path: Path) -> list[str]:
+    """A CSV file's header; none when the run has no file."""
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return next(csv.reader(f), [])
 
 
 def _link_polls(path: Path) -> list[dict[str, Any]]:

@@ -48,6 +48,11 @@ RTT_TOLERANCE_MS = 2.0
 CPU_BUSY_LIMIT = 0.95
 #: first seconds excluded from the achieved-rate window (slow start)
 WARMUP_S = 1.0
+#: the largest window any cclab algorithm sets (CC_MAX_CWND, hosts/cc/core/cc_common.h), packets; the kernel's
+#: own stay far below it on every link cclab emulates
+WINDOW_MAX_PKTS = 1 << 20
+#: the ssthresh a TCP socket starts with (TCP_INFINITE_SSTHRESH), not a window anything set
+INFINITE_SSTHRESH = 0x7FFFFFFF
 
 
 @dataclass
@@ -122,6 +127,43 @@ def rtt_checks(
     return checks, na
 
 
+#: the name of wild_windows()' check
+WILD_WINDOWS = "tcp_windows_beyond_max"
+
+
+def wild_windows(rows: Iterable[dict[str, Any]], guarded: bool) -> Check | None:
+    """The senders' tcp_info samples (cwnd.csv) whose cwnd, or ssthresh other than the initial one, lies beyond
+    any window an algorithm sets: the stack took a window no algorithm gave it (docs/measurement.md).  Where the
+    eBPF shells guard their windows (``guarded``: ccstate.csv has window_repairs), a window the guard put back by
+    the flow's next sample lasted one ACK and is not counted; only one seen at two samples in a row is.  None
+    where the run has no sample."""
+    n, first, seen = 0, None, False
+    wild_before: set[str] = set()
+    for r in rows:
+        seen = True
+        cwnd, ss = r["cwnd_pkts"] or 0, r["ssthresh_pkts"] or 0
+        if cwnd > WINDOW_MAX_PKTS or (ss > WINDOW_MAX_PKTS and ss != INFINITE_SSTHRESH):
+            if not guarded or r["flow"] in wild_before:
+                n += 1
+                first = first or r
+            wild_before.add(r["flow"])
+        else:
+            wild_before.discard(r["flow"])
+    if not seen:
+        return None
+    note = "windows guarded: one seen at two samples in a row counts" if guarded else ""
+    if first is not None:
+        note += ("; " if note else "") + (
+            f"first: {first['flow']} at {first['t_s']} s, cwnd {first['cwnd_pkts']}, ssthresh {first['ssthresh_pkts']}"
+        )
+    return Check(WILD_WINDOWS, n, None, 0, note)
+
+
+def guarded(ccstate_columns: Iterable[str]) -> bool:
+    """Whether a run's algorithms guarded their windows: its ccstate.csv (columns) records their repairs."""
+    return "window_repairs" in ccstate_columns
+
+
 def _is_rtt_check(name: str) -> bool:
     return name == "base_rtt_ms" or name.endswith(".base_rtt_ms")
 
@@ -131,33 +173,44 @@ def _check_note(c: Check) -> str:
 
 
 def rejudged(
-    summ: dict[str, Any], link_rows: Callable[[], list[dict[str, Any]]], link_buckets: dict[str, int] | None = None
+    summ: dict[str, Any],
+    link_rows: Callable[[], list[dict[str, Any]]],
+    link_buckets: dict[str, int] | None = None,
+    tcpinfo_rows: Callable[[], Iterable[dict[str, Any]]] | None = None,
+    windows_guarded: bool = False,
 ) -> dict[str, Any]:
     """``summ``'s fidelity with its base-RTT checks judged by this version's rule (``rtt_checks``), from the run's
-    own summary and link polls (``link_rows``, as rtt_checks takes them), and its backlogged-rate checks with
-    this version's bounds (backlogged_check(), ``link_buckets`` as build() takes them): runs recorded under an
-    earlier rule are then judged alike."""
+    own summary and link polls (``link_rows``, as rtt_checks takes them), its backlogged-rate checks with
+    this version's bounds (backlogged_check(), ``link_buckets`` as build() takes them), and its senders' windows
+    (wild_windows(), from ``tcpinfo_rows`` and ``windows_guarded``): runs recorded under an earlier rule are then
+    judged alike."""
     fid = summ["fidelity"]
     delay = bool(summ.get("bottleneck", {}).get("delay_applied"))
     again = _backlogged_again(summ, link_buckets or {})
-    if not delay and not again:
+    windows = wild_windows(tcpinfo_rows(), windows_guarded) if tcpinfo_rows else None
+    if not delay and not again and windows is None:
         return fid
     checks, na = rtt_checks(summ["flows"], link_rows) if delay else ([], {})
     checks += again
+    checks += [windows] if windows else []
     redone = {c.name for c in checks}
-    old = {n: c for n, c in fid["checks"].items() if (delay and _is_rtt_check(n)) or n in redone}
+    recorded = fid.get("checks", {})
+    old = {n: c for n, c in recorded.items() if (delay and _is_rtt_check(n)) or n in redone}
     stale = {_check_note(Check(n, c["value"], c["lo"], c["hi"], c.get("note", ""))) for n, c in old.items()}
-    notes = [n for n in fid["notes"] if n not in stale and not n.startswith("run incomplete:")]
+    notes = [n for n in fid.get("notes", []) if n not in stale and not n.startswith("run incomplete:")]
     notes += [_check_note(c) for c in checks if not c.ok]
     if not summ.get("complete"):
         notes.append(f"run incomplete: {summ.get('reason')}")
-    kept = {n: c for n, c in fid["checks"].items() if n not in old}
+    kept = {n: c for n, c in recorded.items() if n not in old}
     return {
         **fid,
-        "ok": bool(summ.get("complete")) and not notes,
+        "ok": bool(summ.get("complete")) and not notes and all(c.get("ok", True) for c in kept.values()),
         "notes": notes,
         "checks": kept | {c.name: c.as_dict() for c in checks},
-        "not_applicable": {n: w for n, w in fid["not_applicable"].items() if not (delay and _is_rtt_check(n))} | na,
+        "not_applicable": {
+            n: w for n, w in fid.get("not_applicable", {}).items() if not (delay and _is_rtt_check(n))
+        }
+        | na,
     }
 
 
@@ -484,6 +537,10 @@ def build(
     active_s = active_seconds(((t, fid, n) for t, fid, _algo, n, *_rest in series.timeseries), spec.interval_s)
     min_rtts: dict[str, float] = {}
     retrans: dict[str, int] = {}
+    repairs: dict[str, int] = {}
+    for r in series.ccstate:
+        if r.get("window_repairs") is not None:
+            repairs[r["flow"]] = max(repairs.get(r["flow"], 0), r["window_repairs"])
     for r in series.tcpinfo:
         retrans[r["flow"]] = max(retrans.get(r["flow"], 0), r["total_retrans"] or 0)
         if r["min_rtt_us"]:
@@ -522,6 +579,7 @@ def build(
             "iperf_goodput_bps": gp,
             "completion_s": rep.get("completion_s"),
             "offered_bytes": rep.get("offered_bytes"),
+            "window_repairs": repairs.get(mf.id),
         }
         out_flows.append(entry)
         # a finite transfer's ratio mixes its start-up and retransmissions into few bytes: not a check of the emulator
@@ -539,6 +597,9 @@ def build(
         not_applicable |= rtt_na
     if cpu_busy is not None:
         checks.append(Check("cpu_busy_fraction", round(cpu_busy, 3), None, CPU_BUSY_LIMIT))
+    on_guard = any(r.get("window_repairs") is not None for r in series.ccstate)
+    if (windows := wild_windows(series.tcpinfo, on_guard)) is not None:
+        checks.append(windows)
     mptcp = [
         _mptcp_entry(sf, out_flows, series, goodputs, traffic, retrans, complete, checks)
         for sf in spec.flows

@@ -134,24 +134,26 @@ WILD_WINDOWS = "tcp_windows_beyond_max"
 def wild_windows(rows: Iterable[dict[str, Any]], guarded: bool) -> Check | None:
     """The senders' tcp_info samples (cwnd.csv) whose cwnd, or ssthresh other than the initial one, lies beyond
     any window an algorithm sets: the stack took a window no algorithm gave it (docs/measurement.md).  Where the
-    eBPF shells guard their windows (``guarded``: ccstate.csv has window_repairs), a window the guard put back by
-    the flow's next sample lasted one ACK and is not counted; only one seen at two samples in a row is.  None
-    where the run has no sample."""
+    eBPF shells guard their windows (``guarded``: ccstate.csv has window_repairs), the guard puts such a window
+    back on the flow's next ACK, before the window can grow toward a wild ssthresh: only a cwnd seen at two
+    samples of a flow in a row counts.  None where the run has no sample."""
     n, first, seen = 0, None, False
     wild_before: set[str] = set()
     for r in rows:
         seen = True
         cwnd, ss = r["cwnd_pkts"] or 0, r["ssthresh_pkts"] or 0
-        if cwnd > WINDOW_MAX_PKTS or (ss > WINDOW_MAX_PKTS and ss != INFINITE_SSTHRESH):
-            if not guarded or r["flow"] in wild_before:
-                n += 1
-                first = first or r
-            wild_before.add(r["flow"])
+        wild_ss = ss > WINDOW_MAX_PKTS and ss != INFINITE_SSTHRESH
+        if guarded:
+            wild = cwnd > WINDOW_MAX_PKTS and r["flow"] in wild_before
+            (wild_before.add if cwnd > WINDOW_MAX_PKTS else wild_before.discard)(r["flow"])
         else:
-            wild_before.discard(r["flow"])
+            wild = cwnd > WINDOW_MAX_PKTS or wild_ss
+        if wild:
+            n += 1
+            first = first or r
     if not seen:
         return None
-    note = "windows guarded: one seen at two samples in a row counts" if guarded else ""
+    note = "windows guarded: a cwnd seen at two samples in a row counts" if guarded else ""
     if first is not None:
         note += ("; " if note else "") + (
             f"first: {first['flow']} at {first['t_s']} s, cwnd {first['cwnd_pkts']}, ssthresh {first['ssthresh_pkts']}"
@@ -207,9 +209,7 @@ def rejudged(
         "ok": bool(summ.get("complete")) and not notes and all(c.get("ok", True) for c in kept.values()),
         "notes": notes,
         "checks": kept | {c.name: c.as_dict() for c in checks},
-        "not_applicable": {
-            n: w for n, w in fid.get("not_applicable", {}).items() if not (delay and _is_rtt_check(n))
-        }
+        "not_applicable": {n: w for n, w in fid.get("not_applicable", {}).items() if not (delay and _is_rtt_check(n))}
         | na,
     }
 

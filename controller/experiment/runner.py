@@ -307,7 +307,8 @@ def _write(
         delay_applied=bool(extra.get("delay_applied")),
         cpu_busy=ex.monitor.cpu_busy_fraction if ex.monitor else None,
         extra_notes=ex.notes,
-        link_buckets=summary.buckets(ex.describe_links()),
+        # as the manifest recorded them: the data plane is torn down by now and describes no shaper any more
+        link_buckets=summary.buckets(extra.get("links") or ex.describe_links()),
     )
     if ex.monitor is not None:
         summ["monitor"] = ex.monitor.timing()

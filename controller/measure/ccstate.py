@@ -69,10 +69,10 @@ class CcStateReader:
                 for kraw, vraw in m.items():
                     saddr, daddr, sport, dport, ns = _KEY.unpack(kraw)
                     ts_ns, bwe, rtt_min, cwnd, ssthresh, *x = _VALUE.unpack(vraw[: _VALUE.size])
-                    tail = vraw[_VALUE.size : _VALUE.size + _REPAIRS.size]
-                    repairs = _REPAIRS.unpack(tail)[0] if len(tail) == _REPAIRS.size else None
                     if ts_ns < self.since_ns or (self.netns is not None and ns not in self.netns):
                         continue
+                    tail = vraw[_VALUE.size : _VALUE.size + _REPAIRS.size]
+                    repairs = _REPAIRS.unpack(tail)[0] if len(tail) == _REPAIRS.size else None
                     key = ExportKey(str(ipaddress.IPv4Address(saddr)), str(ipaddress.IPv4Address(daddr)), sport, dport)
                     row: dict[str, Any] = {
                         "bwe_bps": bwe,

@@ -141,13 +141,13 @@ def wild_windows(rows: Iterable[dict[str, Any]], guarded: bool) -> Check | None:
     wild_before: set[str] = set()
     for r in rows:
         seen = True
-        cwnd, ss = r["cwnd_pkts"] or 0, r["ssthresh_pkts"] or 0
-        wild_ss = ss > WINDOW_MAX_PKTS and ss != INFINITE_SSTHRESH
+        wild_cwnd = (r["cwnd_pkts"] or 0) > WINDOW_MAX_PKTS
         if guarded:
-            wild = cwnd > WINDOW_MAX_PKTS and r["flow"] in wild_before
-            (wild_before.add if cwnd > WINDOW_MAX_PKTS else wild_before.discard)(r["flow"])
+            wild = wild_cwnd and r["flow"] in wild_before
+            (wild_before.add if wild_cwnd else wild_before.discard)(r["flow"])
         else:
-            wild = cwnd > WINDOW_MAX_PKTS or wild_ss
+            ss = r["ssthresh_pkts"] or 0
+            wild = wild_cwnd or (ss > WINDOW_MAX_PKTS and ss != INFINITE_SSTHRESH)
         if wild:
             n += 1
             first = first or r
@@ -597,8 +597,8 @@ def build(
         not_applicable |= rtt_na
     if cpu_busy is not None:
         checks.append(Check("cpu_busy_fraction", round(cpu_busy, 3), None, CPU_BUSY_LIMIT))
-    on_guard = any(r.get("window_repairs") is not None for r in series.ccstate)
-    if (windows := wild_windows(series.tcpinfo, on_guard)) is not None:
+    # repairs has a flow wherever ccstate.csv recorded window_repairs: the run's algorithms guarded their windows
+    if (windows := wild_windows(series.tcpinfo, bool(repairs))) is not None:
         checks.append(windows)
     mptcp = [
         _mptcp_entry(sf, out_flows, series, goodputs, traffic, retrans, complete, checks)

@@ -115,6 +115,10 @@ static __always_inline bool cc_slow_start_whole(struct sock *sk, u32 acked)
 	return true;
 }
 
+/* The window the guard falls back to with neither a window before the
+ * reduction nor a finite ssthresh to go by: the stack's initial one. */
+#define CC_GUARD_INIT_CWND	10U
+
 /*
  * The window guard.  On some hosts the stack now and then takes a value from
  * a struct_ops callback that the program never returned: measured on an
@@ -125,7 +129,8 @@ static __always_inline bool cc_slow_start_whole(struct sock *sk, u32 acked)
  * queue's worth of drops, a stalled subflow.  The kernel's own Reno never
  * showed it.  No window a core sets exceeds CC_MAX_CWND, so the guard puts
  * back any that does: ssthresh to what this shell's ssthresh() last
- * returned, cwnd to the window before the reduction (or ssthresh).  It runs
+ * returned, cwnd to the window before the reduction (or ssthresh, or the
+ * initial window while ssthresh is still unset).  It runs
  * where every reduction and undo is next seen: set_state (right after
  * ssthresh() on entering CWR, Recovery or Loss) and in_ack_event (first on
  * every ACK).  Each repair is counted per socket and exported (repairs).
@@ -245,8 +250,10 @@ static __always_inline void cc_guard(struct sock *sk, void *export_map)
 	}
 	if (cc_window_wild(cwnd)) {
 		cwnd = tp->prior_cwnd;
-		tp->snd_cwnd = cwnd && !cc_window_wild(cwnd) ? cwnd :
-			       CC_MIN(ss, CC_MAX_CWND);
+		if (!cwnd || cc_window_wild(cwnd))
+			cwnd = ss != CC_TCP_INFINITE_SSTHRESH ? ss :
+			       CC_GUARD_INIT_CWND;
+		tp->snd_cwnd = cwnd;
 	}
 	if (!g)
 		return;

@@ -5,6 +5,7 @@ reports what it read."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -83,3 +84,30 @@ def test_a_timed_sender_that_drains_says_so() -> None:
     out = json.loads(proc.stdout)
     assert out["drained"] and out["seconds"] < 1 + bulk.DRAIN_S, out
     assert got["received"] == out["sent"] > 0, (got, out)
+
+
+def test_a_sender_stopped_while_its_data_still_leaves_reports_it() -> None:
+    """SIGINT while the sender waits for the sink (which reads nothing), then again while its closed socket still
+    holds data to send: it prints its report, saying its connection had not closed, instead of a traceback."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True).start()
+    args = ["send", "127.0.0.1", "0", "127.0.0.1", str(port), "--duration-s", "1", "--cc", "reno", "--tcp"]
+    proc = subprocess.Popen([sys.executable, str(TOOL), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(2.0)  # its second of writing is over: it waits up to DRAIN_S for the sink
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)  # now waiting for its connection, whose data the sink never reads, to close
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        for conn in held:
+            conn.close()
+        listener.close()
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    assert report["sent"] > 0 and report["subflows"] == 1 and report["subflows_closed"] is False, report

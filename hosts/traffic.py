@@ -183,6 +183,10 @@ class IperfFlow(_Generator):
             return {}
         return data
 
+    def report(self) -> dict[str, Any]:
+        """The payload bytes iperf3's receiver read."""
+        return {"received_bytes": self.result().get("end", {}).get("sum_received", {}).get("bytes")}
+
     def goodput_bps(self) -> float | None:
         end = self.result().get("end", {})
         rx = end.get("sum_received", {})

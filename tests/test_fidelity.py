@@ -340,3 +340,25 @@ def test_a_window_no_algorithm_sets_fails_the_run_and_a_recorded_one_is_found_ag
     fid = summary.rejudged(summ, lambda: [], None, lambda: wild)
     assert not fid["ok"] and fid["checks"][summary.WILD_WINDOWS]["value"] == 2, fid
     assert fid["notes"] == [f"{summary.WILD_WINDOWS} = 2 outside [None, 0] ({c.note})"], fid
+
+
+def test_wire_bytes_are_judged_against_the_bytes_the_receiver_read() -> None:
+    """A TCP flow's full-size segments put 1514 wire bytes on the link per 1448 its receiver reads: passes. Two
+    percent more (a data plane counting bytes twice, or a flow's other traffic) fails, unless the flow's own
+    retransmissions account for them; fewer wire bytes than payload fails whatever the retransmissions."""
+    segs = 10_000
+
+    def check(wire: int, retrans: int = 0, mss: int = 1460, options: int = summary.TCP_OPTION_BYTES) -> Any:
+        got = segs * (mss - options)
+        return summary.wire_over_received("f1", wire, got, segs, retrans, mss, options)
+
+    assert check(segs * 1514).ok and check(segs * 1514).name == "f1.wire_over_received_bytes"
+    assert check(segs * 1514).value == round(1514 / 1448, 4)
+    assert not check(int(segs * 1514 * 1.03)).ok
+    assert check(int(segs * 1514 * 1.03), retrans=400).ok
+    assert check(int(segs * 1514 * 1.03), retrans=400).note == "400 retransmitted segments"
+    assert not check(segs * 1440, retrans=400).ok
+    # smaller segments carry more header per payload byte: an mptcp flow's 1000-byte ones, 1054 per 960
+    assert check(segs * 1054, mss=1000, options=summary.MPTCP_OPTION_BYTES).ok
+    assert summary.wire_over_payload_max(1000, summary.MPTCP_OPTION_BYTES) == round(1054 / 960 * 1.013, 4)
+    assert summary.wire_over_payload_max(1460, summary.MPTCP_OPTION_BYTES) == round(1514 / 1420 * 1.013, 4)

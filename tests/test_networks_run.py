@@ -249,7 +249,7 @@ def test_mptcp_over_one_path_two_subflows_counted_at_the_shared_bottleneck(tmp_p
     the MPTCPW paper's 1000 bytes: more of each frame is header than with full-size segments, and the check of its
     wire bytes over what its receiver read allows for it."""
     from controller.experiment.build import MPTCP_JOIN_PORT_BASE
-    from controller.results.summary import mptcp_wire_over_payload_max
+    from controller.results.summary import MPTCP_OPTION_BYTES, wire_over_payload_max
 
     _dir, summ = _run(ONE_PATH, tmp_path)
     flows = {f["id"]: f for f in summ["flows"]}
@@ -266,7 +266,7 @@ def test_mptcp_over_one_path_two_subflows_counted_at_the_shared_bottleneck(tmp_p
     assert conn["coupling"]["coupled"], conn["coupling"]
     checks = summ["fidelity"]["checks"]
     wire = checks["f1.wire_over_received_bytes"]
-    assert wire["ok"] and wire["value"] > mptcp_wire_over_payload_max(1460), wire
+    assert wire["ok"] and wire["value"] > wire_over_payload_max(1460, MPTCP_OPTION_BYTES), wire
     assert link["utilization"] > 0.9, link["utilization"]
 
 

@@ -68,7 +68,7 @@ def test_two_isolated_runs_of_one_spec_overlap_and_leave_nothing(tmp_path: Path)
         # random drops against the run's own loss; how many runs this machine holds with every check passing
         # (base RTTs, CPU) is for `cclab bench sweep` to say, not this test
         checks = summ["fidelity"]["checks"]
-        own = {k: v for k, v in checks.items() if k.endswith("throughput_over_goodput")}
+        own = {k: v for k, v in checks.items() if k.endswith("wire_over_received_bytes")}
         assert len(own) == len(summ["flows"]) and all(v["ok"] for v in own.values()), (name, checks)
         drops = checks["random_drops_in_99pct_interval"]  # held to the tests' interval, not the run's 99 %
         lo, hi = loss_interval(int(drops["note"].removeprefix("n = ")), raw["bottleneck"]["per"])

@@ -184,8 +184,12 @@ class IperfFlow(_Generator):
         return data
 
     def report(self) -> dict[str, Any]:
-        """The payload bytes iperf3's receiver read."""
-        return {"received_bytes": self.result().get("end", {}).get("sum_received", {}).get("bytes")}
+        """The payload bytes iperf3's sender wrote and its receiver counted."""
+        end = self.result().get("end", {})
+        return {
+            "offered_bytes": end.get("sum_sent", {}).get("bytes"),
+            "received_bytes": end.get("sum_received", {}).get("bytes"),
+        }
 
     def goodput_bps(self) -> float | None:
         end = self.result().get("end", {})

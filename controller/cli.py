@@ -10,7 +10,6 @@ import argparse
 import json
 import logging
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -249,10 +248,15 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     specs = campaign.load(Path(args.file))
     listed = campaign.jobs(Path(args.file))
     if args.campaign_cmd == "save":
-        for st, a in campaign.save(specs):
-            out.print(
-                f"{st.name}: {st.complete} runs -> {system.shown(a)} ({a.stat().st_size / 1e6:.2f} MB)", highlight=False
-            )
+        for sv in campaign.save(specs):
+            name, a = sv.state.name, sv.archive
+            for m in sv.moved:
+                out.print(f"{name}: its archive's runs of another source moved to {system.shown(m)}", highlight=False)
+            if a is None:
+                out.print(f"{name}: its {sv.state.complete} runs are archived already", highlight=False)
+            else:
+                size = a.stat().st_size / 1e6
+                out.print(f"{name}: {sv.new} runs -> {system.shown(a)} ({size:.2f} MB)", highlight=False)
         return 0
     if args.campaign_cmd == "report":
         rows = campaign.verdict_rows(specs, plots=not args.no_plots)
@@ -326,11 +330,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
             "--from-reference FILE takes no sweep directory and no --pack: it reports what FILE holds"
         )
     if args.from_reference:
-        archive = Path(args.from_reference)
-        with tempfile.TemporaryDirectory(prefix="cclab-reference-") as tmp:
-            dirs = pool.unpack(archive, Path(tmp))
-            dest = Path(args.out) if args.out else archive.parent / archive.name.removesuffix(".tar.xz")
-            names = pool.labels(archive, dirs)
+        archives = [Path(a) for a in args.from_reference]
+        with pool.unpacked(archives) as unpacked:
+            dirs = [d for ds in unpacked for d in ds]
+            names = {d: n for a, ds in zip(archives, unpacked) for d, n in pool.labels(a, ds).items()}
+            first = archives[0]
+            dest = Path(args.out) if args.out else first.parent / first.name.removesuffix(".tar.xz")
             written = report.write(dirs, dest, args.source_hash, everything=args.all_runs, labels=names)
     else:
         dirs = [Path(d) for d in args.sweep_dir]
@@ -860,7 +865,12 @@ def parser() -> argparse.ArgumentParser:
         help="take every complete run, dirty tree, other hash or failed fidelity too (a look; no verdicts)",
     )
     rp.add_argument("--pack", metavar="FILE", help="also write what the report needs as FILE (.tar.xz)")
-    rp.add_argument("--from-reference", metavar="FILE", help="regenerate the report from a .tar.xz that --pack wrote")
+    rp.add_argument(
+        "--from-reference",
+        metavar="FILE",
+        action="append",
+        help="regenerate the report from a .tar.xz that --pack wrote (repeat it for each part of a campaign's archive)",
+    )
     rp.set_defaults(func=_cmd_report)
 
     cl = sub.add_parser(

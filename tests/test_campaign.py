@@ -15,7 +15,7 @@ import pytest
 from controller import cli
 from controller.experiment import campaign, sweep
 from controller.results import claims as claims_mod
-from controller.results import rundir
+from controller.results import pool, rundir
 from controller.spec import sweep as sweep_spec
 from controller.spec.sweep import SweepError
 from tests.conftest import REPO
@@ -42,7 +42,8 @@ def _write_run(task: sweep.Task, fidelity_ok: bool = True, source_hash: str | No
     d = task.runs_dir / f"run-{task.key}"
     d.mkdir(parents=True)
     (d / "summary.json").write_text(json.dumps({"complete": True, "fidelity": {"ok": fidelity_ok}}))
-    (d / "manifest.json").write_text(json.dumps({"source_hash": source_hash or rundir.source_hash("kernel")}))
+    source_hash = source_hash or rundir.source_hash("kernel")
+    (d / "manifest.json").write_text(json.dumps({"source_hash": source_hash, "git_revision": "328b831"}))
 
 
 @pytest.mark.parametrize(
@@ -209,12 +210,65 @@ def test_save_then_restore_carries_a_campaign_to_a_new_checkout(
     monkeypatch.setattr(campaign, "ARCHIVES", tmp_path / "reference")
     assert cli.main(["campaign", "save", str(files)]) == 0
     assert "one: 3 runs -> " in capsys.readouterr().out and not campaign.archive("two").exists()
+    _runs(one, 2)  # a later sitting: its runs go into a second part
+    assert cli.main(["campaign", "save", str(files)]) == 0
+    assert "one: 2 runs -> " in capsys.readouterr().out and len(campaign.archives("one")) == 2
     monkeypatch.setattr(sweep, "SWEEPS", tmp_path / "fresh" / "sweeps")  # a new checkout: no sweep directory
     assert campaign.state(one).complete == 0
-    assert campaign.restore([one, two]) == [("one", f"restored 3 runs into {sweep.default_dir(sw)}")]
+    assert campaign.restore([one, two]) == [("one", f"restored 5 runs into {sweep.default_dir(sw)}")]
     st = campaign.state(one)
-    assert (st.complete, st.total) == (3, 10) and sweep.pending(sw, st.dir)[0].key not in {"p000-r0"}
-    assert campaign.restore([one]) == [("one", f"kept {st.dir}: it holds 3 complete runs already")]
+    assert (st.complete, st.total) == (5, 10) and sweep.pending(sw, st.dir)[0].key == "p001-r2"
+    listed = json.loads((st.dir / "sweep.json").read_text())["points"]
+    assert sum(pt["run_dir"] is not None for pt in listed) == 5
+    assert campaign.save([one]) == [campaign.Saved(st, None, 0, [])]  # restored runs are archived already
+    assert campaign.restore([one]) == [("one", f"kept {st.dir}: it holds 5 complete runs already")]
+
+
+def _runs(spec: Path, n: int, source_hash: str | None = None) -> Path:
+    """The sweep's next n runs made (of this tree's sources, or of `source_hash`), as `cclab sweep` records them;
+    its directory."""
+    sw = sweep_spec.load(spec)
+    d = sweep.default_dir(sw)
+
+    def make(tasks: list[sweep.Task], started: Any, ended: Any) -> None:
+        for t in tasks[:n]:
+            _write_run(t, source_hash=source_hash)
+
+    sweep.run(sw, d, make)
+    return d
+
+
+def test_save_never_drops_runs(files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save adds the runs made since the last one as a new part, rewriting none; an archive of another source
+    moves under superseded/ (named by its hash) before the new runs start a new one; a directory lacking runs of
+    the archive's source (a new checkout not restored) is refused, the archive left as it was."""
+    one, _two = campaign.load(files)
+    monkeypatch.setattr(campaign, "ARCHIVES", tmp_path / "reference")
+    old_hash = "53eff6a0fc9b" + "0" * 52
+    d = _runs(one, 2, old_hash)
+    a = campaign.archive("one")
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), a, 2, [])]
+    shutil.rmtree(d)  # the sources changed: the sweep starts over
+    _runs(one, 3)
+    (saved,) = campaign.save([one])
+    moved = tmp_path / "reference/superseded/one-53eff6a0fc9b.tar.xz"
+    assert saved.moved == [campaign.superseded("one", old_hash)] == [moved] and moved.exists()
+    assert (saved.archive, saved.new) == (a, 3)
+    first = a.read_bytes()
+    _runs(one, 1)
+    a2 = tmp_path / "reference/one.2.tar.xz"
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), a2, 1, [])]
+    assert a.read_bytes() == first and campaign.archives("one") == [a, a2]
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), None, 0, [])]  # nothing new
+    with pool.unpacked([a, a2]) as dirs:  # what a report reads: the parts together, each run once
+        runs = pool.collect([d for ds in dirs for d in ds]).runs
+    assert sorted(r.point["key"] for r in runs) == ["p000-r0", "p000-r1", "p001-r0", "p001-r1"]
+    shutil.rmtree(d)
+    _runs(one, 1)
+    lacks = r"one: its archive holds 3 runs .* lacks \(runs/p000-r1/.*`cclab campaign restore` first"
+    with pytest.raises(SweepError, match=lacks):
+        campaign.save([one])
+    assert campaign.archives("one") == [a, a2] and a.read_bytes() == first
 
 
 def test_experiments_md_holds_the_table_the_archives_give(tmp_path: Path) -> None:

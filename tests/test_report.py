@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from controller.experiment import sweep
-from controller.results import report, rundir
+from controller.results import pool, report, rundir
 from controller.spec import sweep as sweep_spec
 from tests.conftest import CCLAB, REPO
 
@@ -455,6 +455,22 @@ def test_a_reference_archive_regenerates_the_report(tmp_path: Path) -> None:
     }
     # named by the archive, not by the directory it was unpacked into and removed
     assert {r["sweep"] for r in theirs.values()} == {f"{archive}/d0"}
+
+
+def test_an_archive_in_parts_regenerates_the_same_report(tmp_path: Path) -> None:
+    """A campaign's archive grows by parts, each holding the runs made since the last (`pack` with `only`):
+    reported together they give the report of the whole directory."""
+    d, _ = _sweep_dir(tmp_path)
+    done = [pt["run_dir"] for pt in json.loads((d / "sweep.json").read_text())["points"] if pt["run_dir"]]
+    parts = [tmp_path / "ref" / "rep.tar.xz", tmp_path / "ref" / "rep.2.tar.xz"]
+    pool.pack([d], parts[0], only=done[:2])
+    pool.pack([d], parts[1], only=done[2:])
+    argv = [*CCLAB, "report", "--from-reference", str(parts[0]), "--from-reference", str(parts[1])]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report.write([d], d / "report", plots=False)
+    assert (tmp_path / "ref" / "rep" / "table.csv").read_text() == (d / "report" / "table.csv").read_text()
+    assert {r["sweep"] for r in _runs_csv(tmp_path / "ref" / "rep").values()} == {f"{a}/d0" for a in parts}
 
 
 def test_source_hash_covers_the_tracked_data_plane_and_algorithm_sources(tmp_path: Path) -> None:

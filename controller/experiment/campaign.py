@@ -22,8 +22,10 @@ runs at a time on a machine (its pid is in /run/cclab/campaign.pid).
 
 A campaign outlives the machine it ran on: ``save`` packs each sweep's
 complete runs into the repository (results/reference/campaign/<sweep>.tar.xz,
-what a report needs: the reference archives of `cclab report --pack`), and
-``restore`` unpacks them into the sweep directories of a new checkout, where
+what a report needs: the reference archives of `cclab report --pack`), each
+later save only the runs made since, as a new part (<sweep>.2.tar.xz, ...), so
+that a sitting's runs are kept as soon as they are committed; ``restore``
+unpacks all the parts into the sweep directories of a new checkout, where
 ``run`` goes on from them.
 
 ``verdict_rows`` reports every sweep from its archive alone (results/reference/
@@ -41,7 +43,7 @@ import csv
 import json
 import os
 import shutil
-import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,7 +61,7 @@ from controller.spec import sweep as sweep_spec
 from controller.spec.fields import FIELDS
 from controller.spec.sweep import Sweep, SweepError
 
-#: where `save` keeps each sweep's complete runs, one archive per sweep, and `restore` finds them
+#: where `save` keeps each sweep's complete runs, one archive (in parts) per sweep, and `restore` finds them
 ARCHIVES = system.REPO / "results" / "reference" / "campaign"
 #: a campaign file's name ends so (a TOML file under experiments/ that is not a spec)
 CAMPAIGN_SUFFIX = ".campaign.toml"
@@ -257,42 +259,110 @@ def run(
     return out
 
 
-def archive(name: str, under: Path | None = None) -> Path:
-    """Where `save` keeps sweep `name`'s runs."""
-    return (under or ARCHIVES) / f"{name}.tar.xz"
+def archive(name: str, under: Path | None = None, part: int = 1) -> Path:
+    """Where `save` keeps sweep `name`'s runs: <name>.tar.xz, then each later save's new runs in <name>.<part>.tar.xz
+    (a save adds a part and rewrites none: the repository's history holds each run once)."""
+    return (under or ARCHIVES) / (f"{name}.tar.xz" if part == 1 else f"{name}.{part}.tar.xz")
 
 
-def save(specs: list[Path], under: Path | None = None) -> list[tuple[SweepState, Path]]:
-    """Pack every sweep that has complete runs into its archive (replacing the one there: a sweep only grows);
-    the sweeps saved, each with its archive."""
+def archives(name: str, under: Path | None = None) -> list[Path]:
+    """Sweep `name`'s archives, first part first (none if it has no first part)."""
+    first = archive(name, under)
+    if not first.exists():
+        return []
+    parts = {}
+    for f in first.parent.glob(f"{name}.*.tar.xz"):
+        k = f.name.removeprefix(f"{name}.").removesuffix(".tar.xz")
+        if k.isdigit() and int(k) > 1:
+            parts[int(k)] = f
+    return [first, *(parts[k] for k in sorted(parts))]
+
+
+def superseded(name: str, source_hash: str, under: Path | None = None, part: int = 1) -> Path:
+    """Where `save` moves a part of sweep `name`'s archive of runs from another source than those it saves."""
+    return archive(f"{name}-{source_hash[:12]}", (under or ARCHIVES) / "superseded", part)
+
+
+def _runs_of(sweep_dirs: list[Path]) -> dict[str, str]:
+    """The directories' complete runs (paths under their sweep directory), each with the source hash it ran from."""
+    p = pool.collect(sweep_dirs, everything=True)
+    return {str(r.run_dir.relative_to(r.sweep_dir)): r.source_hash for r in p.runs + [r for r, _ in p.left_out]}
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One sweep `save` looked at."""
+
+    state: SweepState
+    archive: Path | None
+    """The part it wrote (None: every run was archived already)."""
+    new: int
+    """The runs in that part."""
+    moved: list[Path]
+    """Where the archive's parts went when they held runs of another source than the ones saved."""
+
+
+def save(specs: list[Path], under: Path | None = None) -> list[Saved]:
+    """Add every sweep's complete runs that its archive lacks to it, as a new part; the sweeps with complete runs.
+    Runs are never lost: an archive of another source than the directory's runs moves under superseded/ (named by
+    its source hash) and the directory's runs start a new one; an archive holding runs of the directory's source
+    that the directory lacks (a new checkout not restored) is refused."""
     saved = []
     for p in specs:
         st = state(p)
-        if st.complete:
-            saved.append((st, pool.pack([st.dir], archive(st.name, under))))
+        if not st.complete:
+            continue
+        have = _runs_of([st.dir])
+        held = archives(st.name, under)
+        with pool.unpacked(held) as dirs:
+            archived = {k: v for ds in dirs for k, v in _runs_of(ds).items()}
+        moved = []
+        if archived:
+            old_hash = Counter(archived.values()).most_common(1)[0][0]
+            if old_hash not in have.values():
+                moved = [superseded(st.name, old_hash, under, k) for k in range(1, len(held) + 1)]
+                if taken := [m for m in moved if m.exists()]:
+                    raise SweepError(f"{st.name}: cannot move its archive aside: {system.shown(taken[0])} exists")
+                for a, m in zip(held, moved):
+                    m.parent.mkdir(parents=True, exist_ok=True)
+                    a.replace(m)
+                held, archived = [], {}
+            elif lacking := sorted(set(archived) - set(have)):
+                raise SweepError(
+                    f"{st.name}: its archive holds {len(lacking)} runs {st.dir} lacks ({lacking[0]}"
+                    f"{', ...' if len(lacking) > 1 else ''}): `cclab campaign restore` first (a save never drops runs)"
+                )
+        new = set(have) - set(archived)
+        part = archive(st.name, under, len(held) + 1)
+        saved.append(Saved(st, pool.pack([st.dir], part, only=new) if new else None, len(new), moved))
     return saved
 
 
 def restore(specs: list[Path], under: Path | None = None) -> list[tuple[str, str]]:
-    """Unpack each sweep's archive into its directory where that holds no complete run yet (a directory with runs
-    is left as it is, said so: runs are never mixed or replaced); per sweep with an archive, its name and what
-    was done."""
+    """Unpack each sweep's archive (all its parts) into its directory where that holds no complete run yet (a
+    directory with runs is left as it is, said so: runs are never mixed or replaced); per sweep with an archive,
+    its name and what was done."""
     done = []
     for p in specs:
         sw = sweep_spec.load(p)
-        a = archive(sw.name, under)
-        if not a.exists():
+        held = archives(sw.name, under)
+        if not held:
             continue
         st = state(p)
         if st.complete:
             done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already"))
             continue
-        with tempfile.TemporaryDirectory(dir=st.dir.parent if st.dir.parent.exists() else None) as tmp:
-            (src,) = pool.unpack(a, Path(tmp))
+        with pool.unpacked(held) as dirs:
+            (src,), *rest = dirs
+            for (d,) in rest:
+                for run in d.glob("runs/*/*"):
+                    (src / run.parent.relative_to(d)).mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(run), src / run.relative_to(d))
             if st.dir.exists():
                 shutil.rmtree(st.dir)  # no complete run in it: what a killed first run left
             st.dir.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(src), st.dir)
+        sweep.write_manifest(sw, st.dir)
         done.append((sw.name, f"restored {state(p).complete} runs into {st.dir}"))
     return done
 
@@ -314,15 +384,15 @@ def verdict_rows(specs: list[Path], under: Path | None = None, *, plots: bool = 
         claims_file = p.with_name(p.name.removesuffix(".toml") + claims_mod.CLAIMS_SUFFIX)
         if not claims_file.exists():
             continue
-        a = archive(sw.name, under)
+        held = archives(sw.name, under)
         judged: list[dict[str, str]] = []
-        if a.exists():
-            dest = a.parent / sw.name
+        if held:
+            dest = held[0].parent / sw.name
             (dest / "verdicts.csv").unlink(missing_ok=True)  # an earlier report's: judged now, or not at all
-            with tempfile.TemporaryDirectory(prefix="cclab-campaign-report-") as tmp:
-                dirs = pool.unpack(a, Path(tmp))
+            with pool.unpacked(held) as dirs:
+                names = {d: n for a, ds in zip(held, dirs) for d, n in pool.labels(Path(system.shown(a)), ds).items()}
                 try:
-                    report.write(dirs, dest, labels=pool.labels(Path(system.shown(a)), dirs), plots=plots)
+                    report.write([d for ds in dirs for d in ds], dest, labels=names, plots=plots)
                 except SweepError:
                     pass  # no run pooled yet: no verdicts.csv, judged as unrun below
             if (dest / "verdicts.csv").exists():

@@ -13,9 +13,14 @@ reason.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import tarfile
+import tempfile
+import time
 from collections import Counter
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,15 +239,23 @@ def _why_not(r: Run, source_hash: str) -> str | None:
 # --- reference archives ---------------------------------------------------------
 
 
-def pack(sweep_dirs: list[Path], archive: Path) -> Path:
+def pack(sweep_dirs: list[Path], archive: Path, only: Collection[str] | None = None) -> Path:
     """What a report of these directories needs, as one .tar.xz: each directory's sweep.json and points/, and of
-    every complete run RUN_FILES (those it has).  The directories go in as d0/, d1/, ... in the order given."""
+    every complete run RUN_FILES (those it has).  The directories go in as d0/, d1/, ... in the order given.
+    ``only``: just these runs (paths under their sweep directory), the others no run in the sweep.json packed."""
     manifests = [_load(d) for d in sweep_dirs]  # every directory checked before anything is written
     archive.parent.mkdir(parents=True, exist_ok=True)
     tmp = archive.with_name(archive.name + ".part")
     with tarfile.open(tmp, "w:xz") as tar:
         for k, (d, m) in enumerate(zip(sweep_dirs, manifests)):
-            tar.add(d / MANIFEST, f"d{k}/{MANIFEST}")
+            if only is None:
+                tar.add(d / MANIFEST, f"d{k}/{MANIFEST}")
+            else:
+                m = {**m, "points": [pt if pt["run_dir"] in only else {**pt, "run_dir": None} for pt in m["points"]]}
+                data = json.dumps(m, indent=2).encode()
+                info = tarfile.TarInfo(f"d{k}/{MANIFEST}")
+                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+                tar.addfile(info, io.BytesIO(data))
             tar.add(d / "points", f"d{k}/points")
             for pt in m["points"]:
                 if pt["run_dir"] is None:
@@ -270,6 +283,17 @@ def unpack(archive: Path, into: Path) -> list[Path]:
     if not dirs:
         raise SweepError(f"{archive}: holds no sweep directory")
     return dirs
+
+
+@contextmanager
+def unpacked(archives: list[Path]) -> Iterator[list[list[Path]]]:
+    """Each archive's sweep directories (`unpack`), in a temporary directory for the block."""
+    with tempfile.TemporaryDirectory(prefix="cclab-reference-") as tmp:
+        out = []
+        for k, a in enumerate(archives):
+            (Path(tmp) / str(k)).mkdir()
+            out.append(unpack(a, Path(tmp) / str(k)))
+        yield out
 
 
 def labels(archive: Path, dirs: list[Path]) -> dict[Path, str]:

@@ -312,6 +312,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         return _sweep_live(sw, d, execute, "local", plots=False, no_live=args.no_live)
 
     with campaign.claimed():
+        for name, what in campaign.restore(specs, this_tree=True):
+            err.print(f"campaign: {name}: {what}", highlight=False)
         done = campaign.run(specs, run_sweep, at_a_time=jobs_of)
     stopped = len(done) < len(specs) or any(p.skipped + p.done < p.total for _, p in done)
     out.print(

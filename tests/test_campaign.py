@@ -271,6 +271,24 @@ def test_save_never_drops_runs(files: Path, tmp_path: Path, monkeypatch: pytest.
     assert campaign.archives("one") == [a, a2] and a.read_bytes() == first
 
 
+def test_a_campaign_run_restores_only_what_it_can_go_on_from(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cclab campaign run` in a new checkout first restores the archives of this tree's sources (it goes on from
+    them); an archive of other sources stays where it is (the sweep starts over, and its next save supersedes it)."""
+    one, two = campaign.load(files)
+    monkeypatch.setattr(campaign, "ARCHIVES", tmp_path / "reference")
+    _runs(one, 2)
+    _runs(two, 1, "53eff6a0fc9b" + "0" * 52)
+    campaign.save([one, two])
+    monkeypatch.setattr(sweep, "SWEEPS", tmp_path / "fresh" / "sweeps")
+    assert campaign.restore([one, two], this_tree=True) == [
+        ("one", f"restored 2 runs into {campaign.state(one).dir}"),
+        ("two", "left in its archive: runs of source 53eff6a0fc9b, not this tree's"),
+    ]
+    assert campaign.state(two).complete == 0
+
+
 def test_experiments_md_holds_the_table_the_archives_give(tmp_path: Path) -> None:
     """EXPERIMENTS.md's campaign table is what `cclab campaign report` makes of the committed archives: every claim
     of the campaign's claims files, judged on its sweep's archive alone (n = 0 where the sweep has none)."""

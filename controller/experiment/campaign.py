@@ -59,7 +59,7 @@ from controller.results import pool, rundir
 from controller.results import verdicts as verdicts_mod
 from controller.spec import sweep as sweep_spec
 from controller.spec.fields import FIELDS
-from controller.spec.sweep import Sweep, SweepError
+from controller.spec.sweep import MANIFEST, Point, Sweep, SweepError
 
 #: where `save` keeps each sweep's complete runs, one archive (in parts) per sweep, and `restore` finds them
 ARCHIVES = system.REPO / "results" / "reference" / "campaign"
@@ -210,8 +210,7 @@ def other_sources(sw: Sweep, sweep_dir: Path) -> dict[str, list[str]]:
         done = sweep.complete_run(sweep_dir, pt.key)
         if done is None:
             continue
-        dataplane = pt.raw.get("dataplane", FIELDS["dataplane"].default)
-        want = hashes.setdefault(dataplane, rundir.source_hash(dataplane))
+        want = _tree_source(pt, hashes)
         try:
             got = json.loads((done / "manifest.json").read_text()).get("source_hash", "unknown")
         except (OSError, ValueError):
@@ -219,6 +218,12 @@ def other_sources(sw: Sweep, sweep_dir: Path) -> dict[str, list[str]]:
         if got != want:
             out.setdefault(got, []).append(pt.key)
     return out
+
+
+def _tree_source(pt: Point, hashes: dict[str, str]) -> str:
+    """The source hash a run of the point makes from this tree (hashes: what is known already, by data plane)."""
+    dataplane = pt.raw.get("dataplane", FIELDS["dataplane"].default)
+    return hashes.setdefault(dataplane, rundir.source_hash(dataplane))
 
 
 def run(
@@ -284,9 +289,18 @@ def superseded(name: str, source_hash: str, under: Path | None = None, part: int
 
 
 def _runs_of(sweep_dirs: list[Path]) -> dict[str, str]:
-    """The directories' complete runs (paths under their sweep directory), each with the source hash it ran from."""
-    p = pool.collect(sweep_dirs, everything=True)
-    return {str(r.run_dir.relative_to(r.sweep_dir)): r.source_hash for r in p.runs + [r for r, _ in p.left_out]}
+    """The complete runs the directories' sweep.json lists (paths under their sweep directory, what `pool.pack`
+    packs), each with the source hash it ran from."""
+    out = {}
+    for d in sweep_dirs:
+        for pt in json.loads((d / MANIFEST).read_text())["points"]:
+            if pt["run_dir"] is not None and sweep.is_complete(d / pt["run_dir"]):
+                try:
+                    man = json.loads((d / pt["run_dir"] / "manifest.json").read_text())
+                except (OSError, ValueError):
+                    man = {}
+                out[pt["run_dir"]] = str(man.get("source_hash") or "unknown")
+    return out
 
 
 @dataclass(frozen=True)
@@ -338,10 +352,11 @@ def save(specs: list[Path], under: Path | None = None) -> list[Saved]:
     return saved
 
 
-def restore(specs: list[Path], under: Path | None = None) -> list[tuple[str, str]]:
+def restore(specs: list[Path], under: Path | None = None, *, this_tree: bool = False) -> list[tuple[str, str]]:
     """Unpack each sweep's archive (all its parts) into its directory where that holds no complete run yet (a
     directory with runs is left as it is, said so: runs are never mixed or replaced); per sweep with an archive,
-    its name and what was done."""
+    its name and what was done.  ``this_tree``: only archives whose runs are all of this tree's sources (what
+    `run` can go on from; a campaign run restores so)."""
     done = []
     for p in specs:
         sw = sweep_spec.load(p)
@@ -352,6 +367,14 @@ def restore(specs: list[Path], under: Path | None = None) -> list[tuple[str, str
         if st.complete:
             done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already"))
             continue
+        if this_tree:
+            hashes: dict[str, str] = {}
+            mine = {_tree_source(pt, hashes) for pt in sw.points}
+            with pool.unpacked(held) as dirs:
+                other = {h for ds in dirs for h in _runs_of(ds).values()} - mine
+            if other:
+                done.append((sw.name, f"left in its archive: runs of source {min(other)[:12]}, not this tree's"))
+                continue
         with pool.unpacked(held) as dirs:
             (src,), *rest = dirs
             for (d,) in rest:

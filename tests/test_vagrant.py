@@ -350,7 +350,7 @@ class HostState:
             if (
                 exe in DAEMONS
                 or argv[:1] == [VAGRANT_NS_HOLDER]
-                or (exe.startswith("qemu-system") and any(a.startswith("guest=") for a in argv))
+                or _guest_qemu(argv)
                 or (exe == "dnsmasq" and any("libvirt" in a for a in argv))
                 or _namespaces(pid) & self.namespaces
             ):
@@ -373,6 +373,14 @@ class HostState:
         while (found := self.left()) and time.monotonic() < deadline:
             time.sleep(0.5)
         return found
+
+
+def _guest_qemu(argv: list[str]) -> bool:
+    """A guest's qemu (libvirt names it `-name guest=<domain>`), not the short-lived qemu libvirtd starts at its
+    start to probe the binary's capabilities (`-machine none`), which ends by itself."""
+    return (
+        bool(argv) and os.path.basename(argv[0]).startswith("qemu-system") and any(a.startswith("guest=") for a in argv)
+    )
 
 
 def _procs() -> list[tuple[int, list[str]]]:
@@ -523,7 +531,7 @@ def up_test_booting() -> Iterator[Booting]:
             )
             for holder in [pid for pid, argv in _procs() if argv[:1] == [VAGRANT_NS_HOLDER]]:
                 inside = set(_ns_pids(os.readlink(f"/proc/{holder}/ns/pid")))
-                qemu = [pid for pid, argv in _procs() if pid in inside and argv and "qemu-system" in argv[0]]
+                qemu = [pid for pid, argv in _procs() if pid in inside and _guest_qemu(argv)]
                 if qemu:
                     host.watch(holder)
                     yield Booting(proc, log, holder, qemu, host)

@@ -335,7 +335,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         archives = [Path(a) for a in args.from_reference]
         with pool.unpacked(archives) as unpacked:
             dirs = [d for ds in unpacked for d in ds]
-            names = {d: n for a, ds in zip(archives, unpacked) for d, n in pool.labels(a, ds).items()}
+            names = pool.labels(archives, unpacked)
             first = archives[0]
             dest = Path(args.out) if args.out else first.parent / first.name.removesuffix(".tar.xz")
             written = report.write(dirs, dest, args.source_hash, everything=args.all_runs, labels=names)

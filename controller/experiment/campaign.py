@@ -211,13 +211,17 @@ def other_sources(sw: Sweep, sweep_dir: Path) -> dict[str, list[str]]:
         if done is None:
             continue
         want = _tree_source(pt, hashes)
-        try:
-            got = json.loads((done / "manifest.json").read_text()).get("source_hash", "unknown")
-        except (OSError, ValueError):
-            got = "unknown"
-        if got != want:
+        if (got := _run_source(done)) != want:
             out.setdefault(got, []).append(pt.key)
     return out
+
+
+def _run_source(run_dir: Path) -> str:
+    """The source hash a run's manifest.json records ("unknown" without one)."""
+    try:
+        return str(json.loads((run_dir / "manifest.json").read_text()).get("source_hash") or "unknown")
+    except (OSError, ValueError):
+        return "unknown"
 
 
 def _tree_source(pt: Point, hashes: dict[str, str]) -> str:
@@ -295,11 +299,7 @@ def _runs_of(sweep_dirs: list[Path]) -> dict[str, str]:
     for d in sweep_dirs:
         for pt in json.loads((d / MANIFEST).read_text())["points"]:
             if pt["run_dir"] is not None and sweep.is_complete(d / pt["run_dir"]):
-                try:
-                    man = json.loads((d / pt["run_dir"] / "manifest.json").read_text())
-                except (OSError, ValueError):
-                    man = {}
-                out[pt["run_dir"]] = str(man.get("source_hash") or "unknown")
+                out[pt["run_dir"]] = _run_source(d / pt["run_dir"])
     return out
 
 
@@ -367,15 +367,13 @@ def restore(specs: list[Path], under: Path | None = None, *, this_tree: bool = F
         if st.complete:
             done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already"))
             continue
-        if this_tree:
-            hashes: dict[str, str] = {}
-            mine = {_tree_source(pt, hashes) for pt in sw.points}
-            with pool.unpacked(held) as dirs:
-                other = {h for ds in dirs for h in _runs_of(ds).values()} - mine
-            if other:
-                done.append((sw.name, f"left in its archive: runs of source {min(other)[:12]}, not this tree's"))
-                continue
         with pool.unpacked(held) as dirs:
+            if this_tree:
+                hashes: dict[str, str] = {}
+                mine = {_tree_source(pt, hashes) for pt in sw.points}
+                if other := {h for ds in dirs for h in _runs_of(ds).values()} - mine:
+                    done.append((sw.name, f"left in its archive: runs of source {min(other)[:12]}, not this tree's"))
+                    continue
             (src,), *rest = dirs
             for (d,) in rest:
                 for run in d.glob("runs/*/*"):
@@ -413,7 +411,7 @@ def verdict_rows(specs: list[Path], under: Path | None = None, *, plots: bool = 
             dest = held[0].parent / sw.name
             (dest / "verdicts.csv").unlink(missing_ok=True)  # an earlier report's: judged now, or not at all
             with pool.unpacked(held) as dirs:
-                names = {d: n for a, ds in zip(held, dirs) for d, n in pool.labels(Path(system.shown(a)), ds).items()}
+                names = pool.labels([Path(system.shown(a)) for a in held], dirs)
                 try:
                     report.write([d for ds in dirs for d in ds], dest, labels=names, plots=plots)
                 except SweepError:

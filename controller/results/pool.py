@@ -296,6 +296,7 @@ def unpacked(archives: list[Path]) -> Iterator[list[list[Path]]]:
         yield out
 
 
-def labels(archive: Path, dirs: list[Path]) -> dict[Path, str]:
-    """The names a report gives an archive's unpacked sweep directories: the archive's path and d<k>."""
-    return {d: f"{archive}/{d.name}" for d in dirs}
+def labels(archives: list[Path], unpacked: list[list[Path]]) -> dict[Path, str]:
+    """The names a report gives the archives' unpacked sweep directories (`unpacked`'s): each archive's path and
+    d<k>."""
+    return {d: f"{a}/{d.name}" for a, dirs in zip(archives, unpacked, strict=True) for d in dirs}

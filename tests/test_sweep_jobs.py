@@ -168,6 +168,25 @@ def test_bench_sweep_refuses_bad_input_in_one_line(extra: list[str], message: st
     assert proc.stderr.count("\n") == 1
 
 
+@pytest.mark.root
+def test_bench_sweep_refuses_a_spec_its_run_length_cuts_before_any_run(tmp_path: Path) -> None:
+    """Every spec is checked at the bench's run length before the first runs: a later spec's schedule past it
+    must not cost the earlier specs' figures."""
+    plain = _raw()
+    del plain["sweep"]
+    good = _toml(plain, tmp_path / "good.toml")
+    late = {**plain, "name": "late"}
+    late["bottleneck"] = {**late["bottleneck"], "schedule": [{"at_s": 1.5, "per": 0.01}]}
+    bad = _toml(late, tmp_path / "late.toml")
+    argv = [*CCLAB, "bench", "sweep", "--spec", str(good), "--spec", str(bad), "--jobs", "1", "--runs", "1"]
+    proc = subprocess.run([*argv, "--duration-s", "1"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("cclab: spec error: late with runs 1 s long: bottleneck.schedule[0].at_s = 1.5"), (
+        proc.stderr
+    )
+    assert "at a time" not in proc.stdout + proc.stderr, "a run started before the last spec was checked"
+
+
 def test_bench_sweep_takes_one_run_per_grid_point_of_a_sweep(tmp_path: Path) -> None:
     spec_file = _toml(_raw(repetitions=3, **{"flows[0].algo": ["reno", "cubic"]}), tmp_path / "t.toml")
     name, raws = bench_sweep.specs_of(spec_file)

@@ -106,6 +106,7 @@ def side_by_side(
 
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="cclab-bench-sweep-") as tmp:
+        benched: list[tuple[str, list[Path]]] = []
         for s, (name, raws) in enumerate((specs or default_specs()).items()):
             files = []
             for i, raw in enumerate(raws):
@@ -113,7 +114,13 @@ def side_by_side(
                 f = Path(tmp) / f"s{s}-{i}.toml"
                 f.write_text(tomli_w.dumps(raw))
                 files.append(f)
-            executors.shareable_together(executors.loaded(files))
+            try:  # every spec, at the bench's run length, before any run: a later one's error loses no figures
+                executors.shareable_together(executors.loaded(files))
+            except spec.SpecError as exc:
+                what = str(exc).removeprefix("spec error: ")
+                raise spec.SpecError(f"spec error: {name} with runs {duration_s:g} s long: {what}") from None
+            benched.append((name, files))
+        for s, (name, files) in enumerate(benched):
             for n in jobs:
                 if progress:
                     progress(f"{name}: {runs} runs of {duration_s:g} s, {n} at a time")

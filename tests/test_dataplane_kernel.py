@@ -206,14 +206,19 @@ def test_queue_limit_holds_and_rate_is_shaped(bed: Bed, shaped: Callable[[LinkPa
     on_time(attempt, lambda: bed.sender_stalls, "the UDP sender")
 
 
+def _counters(dp: KernelBottleneck, flow: FlowKey | None) -> tuple[Any, bytes]:
+    """The map and key of a flow's counters (None: the link's)."""
+    if flow is None:
+        return dp._maps["bn_link_ctr"], b"\0" * 4
+    return dp._maps["bn_flows"], socket.inet_aton(flow.src) + socket.inet_aton(flow.dst) + struct.pack(
+        "=HHB3x", *flow[2:]
+    )
+
+
 def _take_drops(dp: KernelBottleneck, n: int, flow: FlowKey | None) -> None:
     """Take n queue drops of 1042-byte frames off a flow's counters (None: the link's), as a drop the kfree_skb
     program missed leaves them."""
-    if flow is None:
-        m, k = dp._maps["bn_link_ctr"], b"\0" * 4
-    else:
-        m = dp._maps["bn_flows"]
-        k = socket.inet_aton(flow.src) + socket.inet_aton(flow.dst) + struct.pack("=HHB3x", *flow[2:])
+    m, k = _counters(dp, flow)
     raw = m.lookup(k)
     assert raw is not None, f"no counters under {k.hex()}"
     v = list(struct.unpack("=8Q", raw))
@@ -271,9 +276,7 @@ def test_a_packet_counted_in_before_the_run_and_never_out_is_settled_before_the_
     assert dp.wait_drained()
     missed = dp.missed_qdrops
     spaced = 100 * (PAYLOAD + 42) * 8 / 0.1  # 100 datagrams over 0.1 s: each leaves the queue empty behind it
-    stray = FlowKey("10.0.1.9", DST, 5353, 5353, 17)
-    k = socket.inet_aton(stray.src) + socket.inet_aton(stray.dst) + struct.pack("=HHB3x", *stray[2:])
-    for m, key in ((dp._maps["bn_link_ctr"], b"\0" * 4), (dp._maps["bn_flows"], k)):
+    for m, key in (_counters(dp, None), _counters(dp, FlowKey("10.0.1.9", DST, 5353, 5353, 17))):
         v = list(struct.unpack("=8Q", m.lookup(key) or bytes(64)))
         v[6], v[7] = v[6] + 342, v[7] + 1  # offered: enq bytes and packets
         m.update(key, struct.pack("=8Q", *v))

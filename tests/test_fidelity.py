@@ -375,3 +375,19 @@ def test_wire_bytes_are_judged_against_the_bytes_the_receiver_read() -> None:
     assert check(segs * 1054, mss=1000, options=summary.MPTCP_OPTION_BYTES).ok
     assert summary.wire_over_payload_max(1000, summary.MPTCP_OPTION_BYTES) == round(1054 / 960 * 1.013, 4)
     assert summary.wire_over_payload_max(1460, summary.MPTCP_OPTION_BYTES) == round(1514 / 1420 * 1.013, 4)
+
+
+def test_an_mptcp_subflow_that_never_carried_a_byte_fails_the_run() -> None:
+    """A two-path connection whose second subflow never joined ran as one path: the run fails and names the idle
+    subflow; one byte on it passes."""
+    raw = {"name": "mp", "duration_s": 5, "topology": {"kind": "multipath"}, "bottleneck": {"rate_mbps": 10}}
+    [sf] = spec.parse(raw | {"flows": [{"kind": "mptcp", "algo": "cc_lia", "src": "h0", "dst": "r0"}]}).flows
+    subs = [{"flow": sf.id, "id": f"{sf.id}.{k}", "bytes": b, "active_s": 5.0} for k, b in ((1, 6_000_000), (2, 0))]
+    checks: list[summary.Check] = []
+    summary._mptcp_entry(sf, subs, Series(), {}, {}, {}, True, checks)
+    [idle] = checks
+    assert (idle.name, idle.value, idle.ok, idle.note) == (f"{sf.id}.subflows_carrying_data", 1, False, "idle: f1.2")
+    subs[1]["bytes"] = 1
+    checks.clear()
+    summary._mptcp_entry(sf, subs, Series(), {}, {}, {}, True, checks)
+    assert [(c.value, c.ok) for c in checks] == [(2, True)]

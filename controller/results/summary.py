@@ -505,6 +505,11 @@ def _mptcp_entry(
             else f"{sf.algo} exports no coupling state: its subflows run uncoupled",
         },
     }
+    if complete:
+        # a subflow that never carried a byte (its join never happened) leaves a one-path run in a two-path spec
+        carrying = sum(1 for f in subs if f["bytes"])
+        idle = ", ".join(f["id"] for f in subs if not f["bytes"])
+        checks.append(Check(f"{sf.id}.subflows_carrying_data", carrying, len(subs), None, idle and f"idle: {idle}"))
     got = traffic.get(sf.id, {}).get("received_bytes")
     if complete and got:
         n_pkts = sum(f["packets"] for f in subs)

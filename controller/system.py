@@ -86,6 +86,21 @@ def netns_inode(pid: int | None = None) -> int:
     return os.stat(f"/proc/{pid or 'self'}/ns/net").st_ino
 
 
+def netstat(pid: int) -> dict[str, dict[str, int]]:
+    """A process's network namespace's extended counters (/proc/<pid>/net/netstat), by parse_netstat()."""
+    return parse_netstat(Path(f"/proc/{pid}/net/netstat").read_text())
+
+
+def parse_netstat(text: str) -> dict[str, dict[str, int]]:
+    """/proc/net/netstat's text as group (TcpExt, MPTcpExt, ...) -> counter -> value: each group is a line of
+    names followed by a line of values, both led by the group's name."""
+    lines = [ln.split() for ln in text.splitlines() if ln.strip()]
+    return {
+        names[0].rstrip(":"): {n: int(v) for n, v in zip(names[1:], values[1:])}
+        for names, values in zip(lines[::2], lines[1::2])
+    }
+
+
 def ifindex(dev: str) -> int:
     try:
         return int(Path(f"/sys/class/net/{dev}/ifindex").read_text())

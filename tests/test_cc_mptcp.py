@@ -81,10 +81,7 @@ def _mptcp_counters(ns: str) -> dict[str, int]:
     MP_JOINs, ...): what the path manager did, for a failure's message."""
     argv = ["ip", "netns", "exec", ns, "cat", "/proc/net/netstat"]
     text = subprocess.run(argv, capture_output=True, text=True).stdout
-    lines = [ln.split() for ln in text.splitlines() if ln.startswith("MPTcpExt:")]
-    if len(lines) < 2:
-        return {}
-    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:]) if v != "0"}
+    return {k: v for k, v in system.parse_netstat(text).get("MPTcpExt", {}).items() if v}
 
 
 @pytest.fixture(params=sorted(CASES))

@@ -387,6 +387,12 @@ def test_an_mptcp_subflow_that_never_carried_a_byte_fails_the_run() -> None:
     summary._mptcp_entry(sf, subs, Series(), {}, {}, {}, True, checks)
     [idle] = checks
     assert (idle.name, idle.value, idle.ok, idle.note) == (f"{sf.id}.subflows_carrying_data", 1, False, "idle: f1.2")
+    # where the sender's namespace counted a fallback to TCP, the note says so
+    traffic = {sf.id: {"mptcp_counters": {"MPCapableSYNTXDrop": 2, "MPTCPRetrans": 5}}}
+    checks.clear()
+    entry = summary._mptcp_entry(sf, subs, Series(), {}, traffic, {}, True, checks)
+    assert checks[0].note == "idle: f1.2; the sender's MPCapableSYNTXDrop 2", checks[0]
+    assert entry["sender_mptcp_counters"] == traffic[sf.id]["mptcp_counters"]
     subs[1]["bytes"] = 1
     checks.clear()
     summary._mptcp_entry(sf, subs, Series(), {}, {}, {}, True, checks)

@@ -196,7 +196,7 @@ def test_mptcp_over_two_paths_each_subflow_counted_at_its_own_bottleneck(tmp_pat
     host's delay element), a reno flow beside it on path 1: each subflow crosses and is counted at its own
     bottleneck only; together they carry what the receiver got; the coupled eBPF form ran, as its own state shows
     (one MPTCP token on both subflows, each coupling two)."""
-    _dir, summ = _run(MULTIPATH, tmp_path)
+    run_dir, summ = _run(MULTIPATH, tmp_path)
     links = {lk["id"]: lk for lk in summ["links"]}
     flows = {f["id"]: f for f in summ["flows"]}
     assert set(flows) == {"f1.1", "f1.2", "f2"}
@@ -211,6 +211,17 @@ def test_mptcp_over_two_paths_each_subflow_counted_at_its_own_bottleneck(tmp_pat
     assert conn["coupling"]["coupled"], conn["coupling"]
     checks = summ["fidelity"]["checks"]
     assert checks["f1.wire_over_received_bytes"]["ok"], checks["f1.wire_over_received_bytes"]
+    assert checks["f1.subflows_carrying_data"]["value"] == 2, checks["f1.subflows_carrying_data"]
+    # the slack for bytes sent twice: the subflows' TCP retransmissions and the connection's own, as its sender's
+    # namespace counted them
+    tcp: dict[str, int] = {}
+    with (run_dir / "cwnd.csv").open() as f:
+        for r in csv.DictReader(f):
+            if r["flow"] in ("f1.1", "f1.2"):
+                tcp[r["flow"]] = max(tcp.get(r["flow"], 0), int(r["total_retrans"] or 0))
+    segs = sum(tcp.values()) + conn["sender_mptcp_counters"].get("MPTCPRetrans", 0)
+    assert conn["sender_mptcp_counters"]["MPJoinSynAckRx"] >= 1, conn["sender_mptcp_counters"]
+    assert checks["f1.wire_over_received_bytes"]["note"].startswith(f"{segs} retransmitted" if segs else ""), segs
     for sid, base in (("f1.1", 20.0), ("f1.2", 80.0)):
         assert flows[sid]["base_rtt_ms"] == base and checks[f"{sid}.base_rtt_ms"]["ok"], checks[f"{sid}.base_rtt_ms"]
     assert summ["jain_flows"] == ["f1", "f2"], "whole-run fairness counts the connection once"

@@ -197,6 +197,8 @@ class Experiment:
     notes_host: dict[str, Any] = field(default_factory=dict)
     fabric: OvsFabric | None = None
     """switches = "ovs": the OVS bridges' daemons and os-ken app"""
+    mptcp_senders: dict[str, int] = field(default_factory=dict)
+    """mptcp flow id -> the pid of its sender's host, alone in its network namespace with that connection"""
     tune_host: bool = True
     """Set the host sysctls of dataplane/sysctls.py while the network exists (put back on teardown)."""
     host_sysctls: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -359,6 +361,7 @@ class Experiment:
         one ephemeral port is the second subflow's source port."""
         mod = load_topology_module()
         src, dst = net.get(f.src), net.get(f.dst)
+        self.mptcp_senders[f.id] = src.pid
         extra = len(f.subflow_segments) - 1
         for host in (src, dst):
             mod._run(host, ["sysctl", "-q", "-w", "net.mptcp.enabled=1"])
@@ -439,6 +442,18 @@ class Experiment:
         except (OSError, ValueError, KeyError) as exc:  # the check is then missing; teardown must go on
             self.notes.append(f"edge counters unreadable: {exc}")
             return {}
+
+    def mptcp_counters(self) -> dict[str, dict[str, int]]:
+        """Each mptcp flow's sender namespace's MPTCP counters that are not zero (MPTcpExt in /proc/net/netstat:
+        joins, fallbacks to TCP, MPTCPRetrans: data sent again on a subflow after another's loss, which no
+        subflow's TCP count holds), read before teardown ends the namespace. One unreadable is noted, left out."""
+        out = {}
+        for fid, pid in self.mptcp_senders.items():
+            try:
+                out[fid] = {k: v for k, v in system.netstat(pid)["MPTcpExt"].items() if v}
+            except (OSError, KeyError, ValueError) as exc:
+                self.notes.append(f"{fid}: the sender's MPTCP counters unreadable: {exc!r}")
+        return out
 
     def teardown(self) -> list[str]:
         errors = []

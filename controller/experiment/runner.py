@@ -204,6 +204,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
         finally:
             with signals_noted():
                 edge: dict[str, dict[str, int]] = {}
+                mptcp_counters: dict[str, dict[str, int]] = {}
                 series = None
                 try:
                     started = ex.monitor is not None and bool(ex.monitor.series.first)
@@ -217,6 +218,8 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                         err = fl.error()
                         if err and complete:
                             complete, reason = False, f"{fl.flow_id}: {err}"
+                    # the senders' namespaces hold the connections' counters until teardown ends them
+                    mptcp_counters = ex.mptcp_counters() if started else {}
                     errors = ex.teardown()
                     if errors:
                         notes.append("teardown: " + "; ".join(errors))
@@ -227,7 +230,7 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                     log.warning("%s", left)
                 if not (run_dir / "manifest.json").exists():
                     rundir.write_json(run_dir / "manifest.json", rundir.manifest(spec, extra))
-                out = _write(ex, opts, series, goodputs, complete, reason, extra, edge)
+                out = _write(ex, opts, series, goodputs, complete, reason, extra, edge, mptcp_counters)
         if reason is not None and not interrupted:
             raise RunError(f"{reason} (partial results in {run_dir})")
         return Outcome(run_dir, out, interrupted)
@@ -277,7 +280,10 @@ def _write(
     reason: str | None,
     extra: dict[str, Any],
     edge: dict[str, dict[str, int]] | None = None,
+    mptcp_counters: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
+    """The run's files and summary.json; ``mptcp_counters``: each mptcp flow's sender's MPTCP counters
+    (Experiment.mptcp_counters())."""
     from controller.measure.monitor import Series
 
     series = series or Series()
@@ -322,13 +328,16 @@ def _write(
     )
     if series.ccstate:
         rundir.write_csv(run_dir / "ccstate.csv", series.ccstate, ex.ccstate_columns)
+    traffic = {fl.flow_id: fl.report() for fl in ex.flows}
+    for fid, counters in (mptcp_counters or {}).items():
+        traffic[fid]["mptcp_counters"] = counters
     summ = summary.build(
         ex.spec,
         ex.monitored,
         series,
         goodputs,
         paths={fid: ([e.id for e in p.links], p.base_rtt_ms) for fid, p in ex.paths.items()},
-        traffic={fl.flow_id: fl.report() for fl in ex.flows},
+        traffic=traffic,
         complete=complete,
         reason=reason,
         delay_applied=bool(extra.get("delay_applied")),

@@ -11,6 +11,7 @@ spec says so in ``fidelity`` instead of passing silently.
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -505,15 +506,23 @@ def _mptcp_entry(
             else f"{sf.algo} exports no coupling state: its subflows run uncoupled",
         },
     }
+    # the sender's namespace's MPTCP counters: how the connection joined or fell back to TCP, and the data it sent
+    # again on a subflow after another lost it (MPTCPRetrans), new to that subflow's TCP and so in no subflow's count
+    counters = traffic.get(sf.id, {}).get("mptcp_counters")
+    if counters is not None:
+        entry["sender_mptcp_counters"] = counters
+    reinjected = (counters or {}).get("MPTCPRetrans", 0)
     if complete:
         # a subflow that never carried a byte (its join never happened) leaves a one-path run in a two-path spec
         carrying = sum(1 for f in subs if f["bytes"])
         idle = ", ".join(f["id"] for f in subs if not f["bytes"])
-        checks.append(Check(f"{sf.id}.subflows_carrying_data", carrying, len(subs), None, idle and f"idle: {idle}"))
+        why = ", ".join(f"{k} {v}" for k, v in (counters or {}).items() if re.search("Fallback|Drop|Disabled", k))
+        note = (f"idle: {idle}" + (f"; the sender's {why}" if why else "")) if idle else ""
+        checks.append(Check(f"{sf.id}.subflows_carrying_data", carrying, len(subs), None, note))
     got = traffic.get(sf.id, {}).get("received_bytes")
     if complete and got:
         n_pkts = sum(f["packets"] for f in subs)
-        n_retrans = sum(retrans.get(i, 0) for i in ids)
+        n_retrans = sum(retrans.get(i, 0) for i in ids) + reinjected
         checks.append(
             wire_over_received(sf.id, nbytes, got, n_pkts, n_retrans, sf.mss_bytes or MAX_MSS, MPTCP_OPTION_BYTES)
         )

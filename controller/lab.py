@@ -453,6 +453,17 @@ def find_runs(lab: Lab, run_dirs: list[Path]) -> dict[str, Path]:
     return {name: run for name, (_, run) in found.items()}
 
 
+def unfaithful(runs: dict[str, Path]) -> dict[str, str]:
+    """The runs among `runs` (spec name -> run directory) whose fidelity self-check failed: spec name -> its notes
+    (the emulator did not hold the spec there, so what the checks read of it may mislead)."""
+    out = {}
+    for name, run in runs.items():
+        fid = _summary(run).get("fidelity") or {}
+        if fid.get("ok") is False:
+            out[name] = "; ".join(fid.get("notes") or []) or "no note"
+    return out
+
+
 def evaluate(lab: Lab, runs: dict[str, Path], clauses: dict[str, tuple[bool, str]] | None = None) -> list[Result]:
     """Every check of the lab against `runs` (spec name -> run directory) and the conformance suite's verdicts
     (clause id -> passed, why not; run_clauses); a run or a clause missing fails its checks."""
@@ -462,6 +473,10 @@ def evaluate(lab: Lab, runs: dict[str, Path], clauses: dict[str, tuple[bool, str
             value = _clause(c, clauses or {}) if c.clause is not None else _value(c, runs)
         except LabError as exc:
             results.append(Result(c.id, c.question, False, None, c.min, c.max, str(exc)))
+            continue
+        except (KeyError, ValueError, TypeError) as exc:  # a run's file without what a cclab run writes there
+            msg = f"{runs.get(c.run or '')}: {c.metric} unreadable from its files ({exc!r}): is it a cclab run?"
+            results.append(Result(c.id, c.question, False, None, c.min, c.max, msg))
             continue
         ok = c.min <= value <= c.max
         msg = "" if ok else f"{value:.4g} is outside [{c.min:g}, {c.max:g}]: {c.why}"

@@ -95,6 +95,7 @@ def _check(chosen: lab.Lab, args: argparse.Namespace) -> int:
         clauses = lab.run_clauses(chosen.clauses, program)
     results = lab.evaluate(chosen, runs, clauses)
     verdict["runs"] = {name: str(path) for name, path in runs.items()}
+    verdict["unfaithful_runs"] = lab.unfaithful(runs)
     verdict["checks"] = [r.__dict__ for r in results]
     verdict["passed"] = all(r.passed for r in results)
     if args.json:
@@ -111,5 +112,12 @@ def _check(chosen: lab.Lab, args: argparse.Namespace) -> int:
     for r in results:
         if not r.passed:
             out.print(f"{r.id} (question {r.question}): {r.message}", markup=False, highlight=False)
+    for name, notes in verdict["unfaithful_runs"].items():
+        out.print(
+            f"{name} ({runs[name]}) failed its fidelity check: {notes}; the emulator did not hold the spec there, "
+            "so its figures may mislead: run it again",
+            markup=False,
+            highlight=False,
+        )
     out.print(f"{sum(r.passed for r in results)} of {len(results)} checks pass")
     return 0 if verdict["passed"] else 1

@@ -97,6 +97,25 @@ def test_no_runs_fails_every_check(tmp_path: Path) -> None:
     assert all(not c["passed"] and "no complete run named" in c["message"] for c in verdict["checks"]), verdict
 
 
+def test_a_run_that_failed_its_fidelity_check_is_named(tmp_path: Path) -> None:
+    """A run the emulator did not hold to its spec is graded as it is, and named with its fidelity notes and the
+    advice to run it again: in the verdict's unfaithful_runs and on screen."""
+    x = LABS[0]
+    assert cclab("lab", "start", str(x.number), "work", cwd=tmp_path).returncode == 0
+    for name in x.starter:
+        shutil.copyfile(x.dir / "solution" / name, tmp_path / "work" / name)
+    note = "backlogged_rate_over_rate = 0.9 outside [0.98, 1.02]"
+    for i, name in enumerate(x.runs):
+        run = tmp_path / "work" / "runs" / f"{name}-1"
+        run.mkdir(parents=True)
+        fidelity = {"ok": i != 0, "notes": [] if i else [note]}
+        (run / "summary.json").write_text(json.dumps({"name": name, "complete": True, "fidelity": fidelity}))
+    verdict = json.loads(cclab("lab", "check", str(x.number), "--json", cwd=tmp_path / "work").stdout)
+    assert verdict["unfaithful_runs"] == {x.runs[0]: note}, verdict
+    said = cclab("lab", "check", str(x.number), cwd=tmp_path / "work").stdout
+    assert f"{x.runs[0]} (" in said and "failed its fidelity check" in said and "run it again" in said, said
+
+
 # --- the metrics, on a run's files written here ------------------------------------------------------------------
 
 

@@ -266,8 +266,9 @@ def test_handout_runs_and_solution_passes(handout_run: tuple[lab.Lab, Path, str]
     assert f"{n} of {n} checks pass" in said, f"the checker did not pass every check:\n{said[-3000:]}"
 
 
-#: lab number -> the check its wrong variant must fail
-WRONG_CAUGHT_BY = {1: "rtt-q5", 2: "jain-mixed", 3: "westwood-gain", 4: "backs-off", 5: "random-loss", 6: "no-harm"}
+#: lab number -> the check its wrong variant must fail (lab 6's cubic subflows: `coupled`, exact; its no-harm ratio
+#: fell inside the solution's range in 2 of 6 runs)
+WRONG_CAUGHT_BY = {1: "rtt-q5", 2: "jain-mixed", 3: "westwood-gain", 4: "backs-off", 5: "random-loss", 6: "coupled"}
 
 
 @pytest.mark.root

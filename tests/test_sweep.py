@@ -80,6 +80,23 @@ def test_nested_sweep_tables_and_created_tables() -> None:
     assert spec.parse(sw.points[3].raw).bottleneck.rate_mbps == 20
 
 
+def test_points_name_the_files_of_the_spec_they_came_from(tmp_path: Path) -> None:
+    # a point's document is written to <sweep>/points/: an algorithm's source named beside the spec must still be
+    # found from there (the sweep of a lab's own algorithm once failed with "no such file")
+    (tmp_path / "lab").mkdir()
+    src = tmp_path / "lab" / "mycc.bpf.c"
+    src.write_text("/* a source of one's own */\n")
+    raw = _raw(repetitions=2, **{"bottleneck.per": [0, 1e-3]})
+    raw["flows"] = [{"algo": "mycc.bpf.c", "src": "h1", "dst": "r1"}]
+    sw = sweep_spec.load(_toml(raw, tmp_path / "lab" / "own.toml"))
+    assert {pt.raw["flows"][0]["algo"] for pt in sw.points} == {str(src.resolve())}
+    sweep.prepare(sw, tmp_path / "sw")
+    moved = spec.load(tmp_path / "sw" / "points" / f"{sw.points[0].key}.toml")
+    assert (moved.flows[0].algo, moved.cc_sources) == ("mycc", {"mycc": src.resolve()})
+    # the base document is left as it was
+    assert sw.base["flows"][0]["algo"] == "mycc.bpf.c"
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [

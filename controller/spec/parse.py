@@ -659,6 +659,25 @@ def _beside_spec(value: str, path: Path | None) -> Path:
     return Path(value) if Path(value).is_absolute() or path is None else path.parent / value
 
 
+def anchored(raw: dict[str, Any], path: Path | None) -> dict[str, Any]:
+    """`raw` with the files it names (own algorithms, controller_app, p4_program) made absolute from the spec's
+    folder: for a copy of the spec written elsewhere (a sweep's points/*.toml) that must name the same files."""
+    if path is None:
+        return raw
+
+    def fix(value: Any, suffix: str) -> Any:
+        ok = isinstance(value, str) and value.endswith(suffix) and not Path(value).is_absolute()
+        return str(_beside_spec(value, path).resolve()) if ok else value
+
+    for key, suffix in (("controller_app", ".py"), ("p4_program", ".p4")):
+        if key in raw:
+            raw[key] = fix(raw[key], suffix)
+    for f in raw.get("flows", []) if isinstance(raw.get("flows"), list) else []:
+        if isinstance(f, dict) and "algo" in f:
+            f["algo"] = fix(f["algo"], algos.OWN_SUFFIX)
+    return raw
+
+
 def _existing(field: str, value: str, file: Path) -> Path:
     """`file`, resolved; SpecError naming `field` if there is no such file."""
     if not file.is_file():

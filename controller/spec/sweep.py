@@ -29,7 +29,7 @@ import numpy as np
 from controller.spec.fields import FIELDS
 from controller.spec.model import SpecError
 from controller.spec.model import fail as _fail
-from controller.spec.parse import parse, read_raw, whole
+from controller.spec.parse import anchored, parse, read_raw, whole
 
 #: keys of [sweep] that are settings, not paths
 RESERVED = ("repetitions",)
@@ -189,6 +189,8 @@ def from_raw(raw: dict[str, Any], path: Path | None = None) -> Sweep:
             doc = copy.deepcopy(base)
             for p, v in values:
                 set_path(doc, p, v)
+            # written to points/<key>.toml: the files it names must not move with it
+            anchored(doc, path)
             pt = Point(index, rep, values, seed, doc)
             doc["name"] = f"{base_spec.name}-{pt.key}"
             doc["seed"] = seed

@@ -3,8 +3,8 @@ cclab-delay on this host (a kernel without netem).
 
 cclab-delay must keep each flow's minimum RTT no more than 0.5 ms under the spec's 80 ms, and the shortest of them
 within 0.5 ms of it; netem in the lab VM within 3 ms, since the VM runs under software emulation here, where
-netem's timers fire late (measured 0.31-2.13 ms over the spec in single runs); and each algorithm (reno,
-cubic, tcpwplus, each alone on the link for 50 s in turn) a throughput over its last 20 s within 3 % of the
+netem's timers fire late (measured 0.31-2.13 ms over the spec in single runs); and each algorithm (reno
+and tcpwplus, each alone on the link for 50 s in turn) a throughput over its last 20 s within 3 % of the
 other run's.  The first 30 s are left out of that comparison: how far slow start overshoots the queue decides
 how long the first recovery and the climb back take (CI: tcpwplus at cwnd 582 with cclab-delay, 1058 with
 netem, then 13 and 12 packets for 3-5 s), and that is a few packets' timing, not the element.  Whole-flow
@@ -106,7 +106,7 @@ def test_netem_and_cclab_delay_agree(delay_elements_in_vm: Run) -> None:
     apart = [
         f"{algo}: cclab-delay {ours[algo] / 1e6:.2f} vs netem {netem[algo] / 1e6:.2f} Mbit/s "
         f"({ours[algo] / netem[algo]:.3f})"
-        for algo in ("reno", "cubic", "tcpwplus")
+        for algo in ("reno", "tcpwplus")
         if not netem[algo] or abs(ours[algo] / netem[algo] - 1) > THROUGHPUT_TOL
     ]
     assert not apart, f"from {SETTLED_S:g} s after each flow's start, allowed {THROUGHPUT_TOL:.0%}: " + "; ".join(apart)

@@ -597,8 +597,18 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     delay_element = _choice(raw, "delay_element", "", F["delay_element"])
     sack = _bool(raw, "sack", "", F["sack"].default)
     switches = _choice(raw, "switches", "", F["switches"])
-    app = _controller_app(raw, switches, path)
-    program = _p4_program(raw, dataplane, path)
+    app = _named_file(
+        raw,
+        "controller_app",
+        path,
+        None if switches == "ovs" else 'needs switches = "ovs" (an os-ken app programs OVS bridges)',
+    )
+    program = _named_file(
+        raw,
+        "p4_program",
+        path,
+        None if dataplane == "bmv2" else f'needs dataplane = "bmv2" (not {dataplane!r}): it runs on the BMv2 switches',
+    )
     topo, first, fallback = _topology(raw, duration)
     _check_emulation(topo.graph, dataplane)
     _check_switches(topo.graph, dataplane, switches)
@@ -630,28 +640,25 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Spec:
     )
 
 
-def _controller_app(raw: dict[str, Any], switches: str, path: Path | None) -> Path | None:
-    """The user's os-ken app: a Python file, relative to the spec's directory; only on OVS switches."""
-    if "controller_app" not in raw:
-        return None
-    value = raw["controller_app"]
-    if switches != "ovs":
-        raise _fail("controller_app", value, 'needs switches = "ovs" (an os-ken app programs OVS bridges)')
-    if not isinstance(value, str) or not value.endswith(".py"):
-        raise _fail("controller_app", value, "must be the path of an os-ken app's .py file")
-    return _existing("controller_app", value, _beside_spec(value, path))
+#: the spec's fields that name a file beside it: field -> (its suffix, what the file must be)
+NAMED_FILES = {
+    "controller_app": (".py", "an os-ken app's .py file"),
+    "p4_program": (".p4", "a v1model program's .p4 source"),
+}
 
 
-def _p4_program(raw: dict[str, Any], dataplane: str, path: Path | None) -> Path | None:
-    """A BMv2 program of one's own: a .p4 source, relative to the spec's directory; only on bmv2."""
-    if "p4_program" not in raw:
+def _named_file(raw: dict[str, Any], key: str, path: Path | None, unusable: str | None) -> Path | None:
+    """A NAMED_FILES field: the file, relative to the spec's directory; `unusable` says why this network cannot
+    use it (None: it can)."""
+    if key not in raw:
         return None
-    value = raw["p4_program"]
-    if dataplane != "bmv2":
-        raise _fail("p4_program", value, f'needs dataplane = "bmv2" (not {dataplane!r}): it runs on the BMv2 switches')
-    if not isinstance(value, str) or not value.endswith(".p4"):
-        raise _fail("p4_program", value, "must be the path of a v1model program's .p4 source")
-    return _existing("p4_program", value, _beside_spec(value, path))
+    value = raw[key]
+    if unusable:
+        raise _fail(key, value, unusable)
+    suffix, what = NAMED_FILES[key]
+    if not isinstance(value, str) or not value.endswith(suffix):
+        raise _fail(key, value, f"must be the path of {what}")
+    return _existing(key, value, _beside_spec(value, path))
 
 
 def _beside_spec(value: str, path: Path | None) -> Path:
@@ -660,7 +667,7 @@ def _beside_spec(value: str, path: Path | None) -> Path:
 
 
 def anchored(raw: dict[str, Any], path: Path | None) -> dict[str, Any]:
-    """`raw` with the files it names (own algorithms, controller_app, p4_program) made absolute from the spec's
+    """`raw` with the files it names (own algorithms, NAMED_FILES) made absolute from the spec's
     folder: for a copy of the spec written elsewhere (a sweep's points/*.toml) that must name the same files."""
     if path is None:
         return raw
@@ -669,7 +676,7 @@ def anchored(raw: dict[str, Any], path: Path | None) -> dict[str, Any]:
         ok = isinstance(value, str) and value.endswith(suffix) and not Path(value).is_absolute()
         return str(_beside_spec(value, path).resolve()) if ok else value
 
-    for key, suffix in (("controller_app", ".py"), ("p4_program", ".p4")):
+    for key, (suffix, _) in NAMED_FILES.items():
         if key in raw:
             raw[key] = fix(raw[key], suffix)
     for f in raw.get("flows", []) if isinstance(raw.get("flows"), list) else []:

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import re
 import types
 import typing
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from controller.network import GilbertElliott, Graph, Link, LinkSpec, Red, ScheduleStep
 from controller.spec import algos, model
 from controller.spec.fields import FIELDS, PRESET_KEYS, Field
-from controller.spec.parse import FLOW_KEYS, RED_KEYS, TOP_KEYS
+from controller.spec.parse import FLOW_KEYS, NAMED_FILES, RED_KEYS, TOP_KEYS
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 #: a link's id: l + up to 7 letters, digits or _ (model.LINK_ID)
@@ -258,8 +259,10 @@ def spec_schema() -> dict[str, Any]:
         "delay_element": _from_field(sp, "delay_element", "delay_element"),
         "sack": _from_field(sp, "sack", "sack"),
         "switches": _from_field(sp, "switches", "switches"),
-        "controller_app": {"type": "string", "description": _field_docs(sp)["controller_app"]},
-        "p4_program": {"type": "string", "pattern": r"\.p4$", "description": _field_docs(sp)["p4_program"]},
+        **{
+            key: {"type": "string", "pattern": re.escape(suffix) + "$", "description": _field_docs(sp)[key]}
+            for key, (suffix, _) in NAMED_FILES.items()
+        },
         "topology": {**_topology(), "description": _field_docs(sp)["topology"]},
         "bottleneck": _closed(
             {**link, "delay_fallback": _from_field(sp, "delay_fallback", "bottleneck.delay_fallback")},

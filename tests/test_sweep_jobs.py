@@ -170,21 +170,35 @@ def test_bench_sweep_refuses_bad_input_in_one_line(extra: list[str], message: st
 
 @pytest.mark.root
 def test_bench_sweep_refuses_a_spec_its_run_length_cuts_before_any_run(tmp_path: Path) -> None:
-    """Every spec is checked at the bench's run length before the first runs: a later spec's schedule past it
-    must not cost the earlier specs' figures."""
+    """Every spec is checked at the bench's run length before the first runs: a later spec's flow starting past
+    it must not cost the earlier specs' figures."""
     plain = _raw()
     del plain["sweep"]
     good = _toml(plain, tmp_path / "good.toml")
     late = {**plain, "name": "late"}
-    late["bottleneck"] = {**late["bottleneck"], "schedule": [{"at_s": 1.5, "per": 0.01}]}
+    late["flows"] = [{**late["flows"][0], "start_s": 1.5}]
     bad = _toml(late, tmp_path / "late.toml")
     argv = [*CCLAB, "bench", "sweep", "--spec", str(good), "--spec", str(bad), "--jobs", "1", "--runs", "1"]
     proc = subprocess.run([*argv, "--duration-s", "1"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.startswith("cclab: spec error: late with runs 1 s long: bottleneck.schedule[0].at_s = 1.5"), (
-        proc.stderr
-    )
+    assert proc.stderr.startswith("cclab: spec error: late with runs 1 s long: flows[0].start_s = 1.5"), proc.stderr
     assert "at a time" not in proc.stdout + proc.stderr, "a run started before the last spec was checked"
+
+
+def test_bench_sweep_cuts_a_schedule_to_its_runs() -> None:
+    """A run cut to the bench's length keeps the link changes within it; the later ones are left out and counted,
+    the spec it came from untouched."""
+    raw = {
+        "duration_s": 400,
+        "bottleneck": {"rate_mbps": 10, "schedule": [{"at_s": 20, "per": 0.01}, {"at_s": 60, "per": 0.0}]},
+        "links": {"l2": {"rate_mbps": 1, "schedule": [{"at_s": 40, "rate_mbps": 2}, {"at_s": 41, "rate_mbps": 1}]}},
+    }
+    cut, left_out = bench_sweep.cut_to(raw, 40)
+    assert left_out == 2
+    assert cut["duration_s"] == 40
+    assert cut["bottleneck"]["schedule"] == [{"at_s": 20, "per": 0.01}]
+    assert cut["links"]["l2"]["schedule"] == [{"at_s": 40, "rate_mbps": 2}]
+    assert len(raw["bottleneck"]["schedule"]) == 2 and raw["duration_s"] == 400
 
 
 def test_bench_sweep_takes_one_run_per_grid_point_of_a_sweep(tmp_path: Path) -> None:

@@ -10,8 +10,10 @@ Table I): one btbe flow at 200 Mbit/s, 80 ms each way through cclab-delay, a
 400-packet queue. Fig. 4 goes on to 500 Mbit/s, where fewer runs may fit side by
 side. ``--spec`` measures a spec of one's own instead, or a sweep's grid: run i
 is grid point i (modulo the grid's size), so the runs cover the grid alike at
-every N. A campaign's sweep runs as many at a time as this bench shows its
-points hold (``jobs`` in the campaign file).
+every N. A run cut to the bench's length keeps the link changes of its first
+`duration_s` (a schedule's later steps are left out, and said so). A
+campaign's sweep runs as many at a time as this bench shows its points hold
+(``jobs`` in the campaign file).
 
 The machine must be quiet while it measures: other work takes CPU from the
 runs and fails fidelity checks that would pass, so a busy machine's figures
@@ -63,6 +65,24 @@ def specs_of(path: Path) -> tuple[str, list[dict[str, Any]]]:
     return sw.name, [dict(pt.raw) for pt in sw.points if pt.rep == 0]
 
 
+def cut_to(raw: dict[str, Any], duration_s: float) -> tuple[dict[str, Any], int]:
+    """`raw` with runs `duration_s` long: its duration, and the schedule steps of its bottleneck and links that
+    fall within it (the later ones would never apply); with how many steps were left out."""
+    raw = {**copy.deepcopy(raw), "duration_s": duration_s}
+    tables = [raw.get("bottleneck"), *(raw.get("links") or {}).values()]
+    left_out = 0
+    for t in tables:
+        if isinstance(t, dict) and isinstance(t.get("schedule"), list):
+            keep = [st for st in t["schedule"] if not (isinstance(st, dict) and _after(st.get("at_s"), duration_s))]
+            left_out += len(t["schedule"]) - len(keep)
+            t["schedule"] = keep
+    return raw, left_out
+
+
+def _after(at_s: object, duration_s: float) -> bool:
+    return isinstance(at_s, int | float) and not isinstance(at_s, bool) and at_s > duration_s
+
+
 def _measure(spec_files: Sequence[Path], out: Path, jobs: int, runs: int) -> dict[str, Any]:
     tasks = [sweep.Task(f"r{i}", spec_files[i % len(spec_files)], out / f"r{i}", plots=False) for i in range(runs)]
     t0 = time.monotonic()
@@ -109,8 +129,10 @@ def side_by_side(
         benched: list[tuple[str, list[Path]]] = []
         for s, (name, raws) in enumerate((specs or default_specs()).items()):
             files = []
+            left_out = 0
             for i, raw in enumerate(raws):
-                raw = {**copy.deepcopy(raw), "duration_s": duration_s}
+                raw, n_out = cut_to(raw, duration_s)
+                left_out += n_out
                 f = Path(tmp) / f"s{s}-{i}.toml"
                 f.write_text(tomli_w.dumps(raw))
                 files.append(f)
@@ -119,6 +141,8 @@ def side_by_side(
             except spec.SpecError as exc:
                 what = str(exc).removeprefix("spec error: ")
                 raise spec.SpecError(f"spec error: {name} with runs {duration_s:g} s long: {what}") from None
+            if left_out and progress:
+                progress(f"{name}: {left_out} schedule steps after {duration_s:g} s left out")
             benched.append((name, files))
         for s, (name, files) in enumerate(benched):
             for n in jobs:

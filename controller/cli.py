@@ -561,7 +561,7 @@ def _cmd_bench_sweep(args: argparse.Namespace) -> int:
     for name, points in res["specs"].items():
         for p in points:
             for why in p["failed"]:
-                out.print(f"  failed its fidelity check, {name} at N = {p['jobs']}, {why}", soft_wrap=True)
+                out.print(f"  {name} at N = {p['jobs']}, {why}", soft_wrap=True)
     out.print(
         "the largest N whose pass rate is that of N = 1 is what this machine holds (measure it quiet)", soft_wrap=True
     )

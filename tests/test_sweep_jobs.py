@@ -201,6 +201,20 @@ def test_bench_sweep_cuts_a_schedule_to_its_runs() -> None:
     assert len(raw["bottleneck"]["schedule"]) == 2 and raw["duration_s"] == 400
 
 
+def test_bench_sweep_names_a_run_that_did_not_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that left no complete directory is counted as failed and named with why, not just missing from the
+    pass count. (The executor is replaced: this is the bench's bookkeeping; the root test below runs real runs.)"""
+
+    def side_by_side(tasks: list[sweep.Task], started: Any, ended: Any, jobs: int) -> None:
+        for t in tasks:
+            ended(sweep.TaskResult(t.key, 2, "cclab: iperf3 on h1 exited 1"))
+
+    monkeypatch.setattr(executors, "run_side_by_side", side_by_side)
+    m = bench_sweep._measure([tmp_path / "t.toml"], tmp_path / "out", 1, 2)
+    assert (m["complete"], m["fidelity_ok"], m["pass_rate"]) == (0, 0, 0.0), m
+    assert m["failed"] == [f"r{i}: did not complete (exit 2: cclab: iperf3 on h1 exited 1)" for i in (0, 1)], m
+
+
 def test_bench_sweep_takes_one_run_per_grid_point_of_a_sweep(tmp_path: Path) -> None:
     spec_file = _toml(_raw(repetitions=3, **{"flows[0].algo": ["reno", "cubic"]}), tmp_path / "t.toml")
     name, raws = bench_sweep.specs_of(spec_file)

@@ -4,8 +4,9 @@ For each N (1, 2, 3 unless told), the same runs of a spec go through the sweep's
 isolated executor N at a time (at N = 1 too, so only N differs), and the bench
 prints runs per hour (runs / wall time), the fidelity pass rate (each run's
 fidelity check as a report judges it: whether the run measured what its spec
-asked) and the checks that failed. By default two specs: the demo (four flows at
-100 Mbit/s, 10 ms) and the BTBE paper's path at its own scale (Figs. 5 and 6,
+asked) and each run that failed: the checks it failed, or why it did not
+complete (a run that did not complete counts as failed). By default two specs:
+the demo (four flows at 100 Mbit/s, 10 ms) and the BTBE paper's path at its own scale (Figs. 5 and 6,
 Table I): one btbe flow at 200 Mbit/s, 80 ms each way through cclab-delay, a
 400-packet queue. Fig. 4 goes on to 500 Mbit/s, where fewer runs may fit side by
 side. ``--spec`` measures a spec of one's own instead, or a sweep's grid: run i
@@ -85,11 +86,12 @@ def _after(at_s: object, duration_s: float) -> bool:
 
 def _measure(spec_files: Sequence[Path], out: Path, jobs: int, runs: int) -> dict[str, Any]:
     tasks = [sweep.Task(f"r{i}", spec_files[i % len(spec_files)], out / f"r{i}", plots=False) for i in range(runs)]
+    ended: list[sweep.TaskResult] = []
     t0 = time.monotonic()
-    executors.run_side_by_side(tasks, lambda _key: None, lambda _res: None, jobs)
+    executors.run_side_by_side(tasks, lambda _key: None, ended.append, jobs)
     wall = time.monotonic() - t0
     passed = complete = 0
-    failed: list[str] = []
+    failed = [f"{r.key}: did not complete (exit {r.returncode}: {r.error})" for r in ended if r.returncode]
     for t in tasks:
         for run_dir in sorted(t.runs_dir.iterdir()) if t.runs_dir.is_dir() else []:
             if sweep.is_complete(run_dir):
@@ -99,7 +101,7 @@ def _measure(spec_files: Sequence[Path], out: Path, jobs: int, runs: int) -> dic
                 if fid["ok"]:
                     passed += 1
                 else:
-                    failed.append(f"{t.key}: {pool.failed_checks({'fidelity': fid})}")
+                    failed.append(f"{t.key}: {pool.FIDELITY}, {pool.failed_checks({'fidelity': fid})}")
     return {
         "jobs": jobs,
         "runs": runs,

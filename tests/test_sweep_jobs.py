@@ -185,20 +185,22 @@ def test_bench_sweep_refuses_a_spec_its_run_length_cuts_before_any_run(tmp_path:
     assert "at a time" not in proc.stdout + proc.stderr, "a run started before the last spec was checked"
 
 
-def test_bench_sweep_cuts_a_schedule_to_its_runs() -> None:
-    """A run cut to the bench's length keeps the link changes within it; the later ones are left out and counted,
-    the spec it came from untouched."""
+def test_bench_sweep_cuts_a_spec_to_its_runs() -> None:
+    """A run cut to the bench's length keeps the link changes within it (the later ones are left out) and sends
+    its finite transfers for the whole run; both counted, the spec it came from untouched."""
     raw = {
         "duration_s": 400,
         "bottleneck": {"rate_mbps": 10, "schedule": [{"at_s": 20, "per": 0.01}, {"at_s": 60, "per": 0.0}]},
         "links": {"l2": {"rate_mbps": 1, "schedule": [{"at_s": 40, "rate_mbps": 2}, {"at_s": 41, "rate_mbps": 1}]}},
+        "flows": [{"algo": "reno", "src": "h0", "dst": "r0", "bytes": 10_000_000}, {"algo": "reno", "src": "h1"}],
     }
-    cut, left_out = bench_sweep.cut_to(raw, 40)
-    assert left_out == 2
+    cut, changed = bench_sweep.cut_to(raw, 40)
+    assert changed == {bench_sweep.STEPS_LEFT_OUT: 2, bench_sweep.TRANSFERS_BACKLOGGED: 1}
     assert cut["duration_s"] == 40
     assert cut["bottleneck"]["schedule"] == [{"at_s": 20, "per": 0.01}]
     assert cut["links"]["l2"]["schedule"] == [{"at_s": 40, "rate_mbps": 2}]
-    assert len(raw["bottleneck"]["schedule"]) == 2 and raw["duration_s"] == 400
+    assert cut["flows"] == [{"algo": "reno", "src": "h0", "dst": "r0"}, {"algo": "reno", "src": "h1"}]
+    assert len(raw["bottleneck"]["schedule"]) == 2 and raw["duration_s"] == 400 and raw["flows"][0]["bytes"]
 
 
 def test_bench_sweep_names_a_run_that_did_not_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,13 +6,14 @@ prints runs per hour (runs / wall time), the fidelity pass rate (each run's
 fidelity check as a report judges it: whether the run measured what its spec
 asked) and each run that failed: the checks it failed, or why it did not
 complete (a run that did not complete counts as failed). By default two specs:
-the demo (four flows at 100 Mbit/s, 10 ms) and the BTBE paper's path at its own scale (Figs. 5 and 6,
-Table I): one btbe flow at 200 Mbit/s, 80 ms each way through cclab-delay, a
-400-packet queue. Fig. 4 goes on to 500 Mbit/s, where fewer runs may fit side by
+the demo (four flows at 100 Mbit/s, 10 ms) and the BTBE paper's path at its own
+scale (Figs. 5 and 6, Table I): one btbe flow at 200 Mbit/s, 80 ms each way
+through cclab-delay, a 400-packet queue. Fig. 4 goes on to 500 Mbit/s, where fewer runs may fit side by
 side. ``--spec`` measures a spec of one's own instead, or a sweep's grid: run i
 is grid point i (modulo the grid's size), so the runs cover the grid alike at
 every N. A run cut to the bench's length keeps the link changes of its first
-`duration_s` (a schedule's later steps are left out, and said so). A
+`duration_s` (a schedule's later steps are left out), and its finite transfers
+send for the whole run instead (they would overrun it); the bench says so. A
 campaign's sweep runs as many at a time as this bench shows its points hold
 (``jobs`` in the campaign file).
 
@@ -66,18 +67,26 @@ def specs_of(path: Path) -> tuple[str, list[dict[str, Any]]]:
     return sw.name, [dict(pt.raw) for pt in sw.points if pt.rep == 0]
 
 
-def cut_to(raw: dict[str, Any], duration_s: float) -> tuple[dict[str, Any], int]:
-    """`raw` with runs `duration_s` long: its duration, and the schedule steps of its bottleneck and links that
-    fall within it (the later ones would never apply); with how many steps were left out."""
+STEPS_LEFT_OUT = "schedule steps past the run's end left out"
+TRANSFERS_BACKLOGGED = "finite transfers send for the whole run instead"
+
+
+def cut_to(raw: dict[str, Any], duration_s: float) -> tuple[dict[str, Any], dict[str, int]]:
+    """`raw` with runs `duration_s` long, and how many of its parts the cut changed (by STEPS_LEFT_OUT and
+    TRANSFERS_BACKLOGGED). The schedule steps of its bottleneck and links past the end are left out (they would
+    never apply); a finite transfer (``bytes``), which would overrun a short run and fail its fidelity check
+    whatever N, sends for the run instead, the same load on the same links while it lasts."""
     raw = {**copy.deepcopy(raw), "duration_s": duration_s}
-    tables = [raw.get("bottleneck"), *(raw.get("links") or {}).values()]
-    left_out = 0
-    for t in tables:
+    changed = {STEPS_LEFT_OUT: 0, TRANSFERS_BACKLOGGED: 0}
+    for t in [raw.get("bottleneck"), *(raw.get("links") or {}).values()]:
         if isinstance(t, dict) and isinstance(t.get("schedule"), list):
             keep = [st for st in t["schedule"] if not (isinstance(st, dict) and _after(st.get("at_s"), duration_s))]
-            left_out += len(t["schedule"]) - len(keep)
+            changed[STEPS_LEFT_OUT] += len(t["schedule"]) - len(keep)
             t["schedule"] = keep
-    return raw, left_out
+    for f in raw.get("flows") or []:
+        if isinstance(f, dict) and f.pop("bytes", None) is not None:
+            changed[TRANSFERS_BACKLOGGED] += 1
+    return raw, changed
 
 
 def _after(at_s: object, duration_s: float) -> bool:
@@ -131,10 +140,10 @@ def side_by_side(
         benched: list[tuple[str, list[Path]]] = []
         for s, (name, raws) in enumerate((specs or default_specs()).items()):
             files = []
-            left_out = 0
+            changed = {STEPS_LEFT_OUT: 0, TRANSFERS_BACKLOGGED: 0}
             for i, raw in enumerate(raws):
-                raw, n_out = cut_to(raw, duration_s)
-                left_out += n_out
+                raw, cut = cut_to(raw, duration_s)
+                changed = {what: n + cut[what] for what, n in changed.items()}
                 f = Path(tmp) / f"s{s}-{i}.toml"
                 f.write_text(tomli_w.dumps(raw))
                 files.append(f)
@@ -143,8 +152,9 @@ def side_by_side(
             except spec.SpecError as exc:
                 what = str(exc).removeprefix("spec error: ")
                 raise spec.SpecError(f"spec error: {name} with runs {duration_s:g} s long: {what}") from None
-            if left_out and progress:
-                progress(f"{name}: {left_out} schedule steps after {duration_s:g} s left out")
+            for what, n in changed.items():
+                if n and progress:
+                    progress(f"{name} cut to {duration_s:g} s: {n} {what}")
             benched.append((name, files))
         for s, (name, files) in enumerate(benched):
             for n in jobs:

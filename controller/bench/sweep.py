@@ -8,8 +8,8 @@ asked) and each run that failed: the checks it failed, or why it did not
 complete (a run that did not complete counts as failed). By default two specs:
 the demo (four flows at 100 Mbit/s, 10 ms) and the BTBE paper's path at its own
 scale (Figs. 5 and 6, Table I): one btbe flow at 200 Mbit/s, 80 ms each way
-through cclab-delay, a 400-packet queue. Fig. 4 goes on to 500 Mbit/s, where fewer runs may fit side by
-side. ``--spec`` measures a spec of one's own instead, or a sweep's grid: run i
+through cclab-delay, a 400-packet queue. Fig. 4 goes on to 500 Mbit/s, where
+fewer runs may fit side by side. ``--spec`` measures a spec of one's own instead, or a sweep's grid: run i
 is grid point i (modulo the grid's size), so the runs cover the grid alike at
 every N. A run cut to the bench's length keeps the link changes of its first
 `duration_s` (a schedule's later steps are left out), and its finite transfers
@@ -28,6 +28,7 @@ import copy
 import json
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -72,25 +73,21 @@ TRANSFERS_BACKLOGGED = "finite transfers send for the whole run instead"
 
 
 def cut_to(raw: dict[str, Any], duration_s: float) -> tuple[dict[str, Any], dict[str, int]]:
-    """`raw` with runs `duration_s` long, and how many of its parts the cut changed (by STEPS_LEFT_OUT and
-    TRANSFERS_BACKLOGGED). The schedule steps of its bottleneck and links past the end are left out (they would
-    never apply); a finite transfer (``bytes``), which would overrun a short run and fail its fidelity check
-    whatever N, sends for the run instead, the same load on the same links while it lasts."""
+    """`raw` (a validated spec's) with runs `duration_s` long, and how many of its parts the cut changed (by
+    STEPS_LEFT_OUT and TRANSFERS_BACKLOGGED). The schedule steps of its bottleneck and links past the end are left
+    out (they would never apply); a finite transfer (``bytes``), which would overrun a short run and fail its
+    fidelity check whatever N, sends for the run instead, the same load on the same links while it lasts."""
     raw = {**copy.deepcopy(raw), "duration_s": duration_s}
     changed = {STEPS_LEFT_OUT: 0, TRANSFERS_BACKLOGGED: 0}
-    for t in [raw.get("bottleneck"), *(raw.get("links") or {}).values()]:
-        if isinstance(t, dict) and isinstance(t.get("schedule"), list):
-            keep = [st for st in t["schedule"] if not (isinstance(st, dict) and _after(st.get("at_s"), duration_s))]
+    for t in [raw.get("bottleneck") or {}, *raw.get("links", {}).values()]:
+        if t.get("schedule"):
+            keep = [st for st in t["schedule"] if st["at_s"] <= duration_s]
             changed[STEPS_LEFT_OUT] += len(t["schedule"]) - len(keep)
             t["schedule"] = keep
-    for f in raw.get("flows") or []:
-        if isinstance(f, dict) and f.pop("bytes", None) is not None:
+    for f in raw.get("flows", []):
+        if f.pop("bytes", None) is not None:
             changed[TRANSFERS_BACKLOGGED] += 1
     return raw, changed
-
-
-def _after(at_s: object, duration_s: float) -> bool:
-    return isinstance(at_s, int | float) and not isinstance(at_s, bool) and at_s > duration_s
 
 
 def _measure(spec_files: Sequence[Path], out: Path, jobs: int, runs: int) -> dict[str, Any]:
@@ -140,10 +137,10 @@ def side_by_side(
         benched: list[tuple[str, list[Path]]] = []
         for s, (name, raws) in enumerate((specs or default_specs()).items()):
             files = []
-            changed = {STEPS_LEFT_OUT: 0, TRANSFERS_BACKLOGGED: 0}
+            changed: Counter[str] = Counter()
             for i, raw in enumerate(raws):
                 raw, cut = cut_to(raw, duration_s)
-                changed = {what: n + cut[what] for what, n in changed.items()}
+                changed.update(cut)
                 f = Path(tmp) / f"s{s}-{i}.toml"
                 f.write_text(tomli_w.dumps(raw))
                 files.append(f)

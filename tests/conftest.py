@@ -21,6 +21,7 @@ from controller import clean
 from controller.dataplane import Bottleneck, FlowKey, LinkParams, delayline, fpgasim, sysctls
 from controller.dataplane.targets import Placement, make_bottleneck
 from controller.measure.metrics import binomial_interval
+from tests import hostload
 from tests.timing import LATE_TRIES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -215,10 +216,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+#: nodeid -> what the host's CPUs did while a test that failed (or errored) ran (tests/hostload.py)
+_HOST_DURING_FAILURES: dict[str, str] = {}
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, None]:
+    before = hostload.snapshot()
+    yield
+    if item.stash.get(_FAILED, False):
+        _HOST_DURING_FAILURES[item.nodeid] = hostload.during(before, hostload.snapshot())
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
+    if report.failed:
+        item.stash[_FAILED] = True
     tier = next((t for t in CI_TIERS if t in item.keywords), None)
     if tier is None:
         return
@@ -239,7 +255,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Each CI tier's own count, on a line of its own (CI reads it to see the tier ran); then every timing try
-    that failed with its emulator late and was tried again (`on_time`)."""
+    that failed with its emulator late and was tried again (`on_time`); then, for each test that failed, what the host's
+    CPUs did meanwhile."""
     kinds = ("passed", "failed", "skipped", "xfailed")
     for tier, outcomes in _TIER_OUTCOMES.items():
         if not outcomes:
@@ -251,6 +268,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
     for line in LATE_TRIES:
         terminalreporter.write_line(f"tried again, the emulator late: {line}")
+    for nodeid, line in _HOST_DURING_FAILURES.items():
+        terminalreporter.write_line(f"the host while {nodeid} failed: {line}")
 
 
 def leftovers() -> list[str]:

@@ -1,0 +1,50 @@
+"""What the host's CPUs did while one test ran: for the end of a session that had failures, so that a timing or rate
+failure on a busy or starved host says so (tests/conftest.py records it around every test)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+#: the processes named per failed test, those that used the most CPU while it ran
+TOP = 3
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    cpu: tuple[int, ...]
+    """/proc/stat's first line: user nice system idle iowait irq softirq steal ... (jiffies, all CPUs)"""
+    procs: dict[int, tuple[str, int]]
+    """pid -> (command name, user + system jiffies so far)"""
+
+
+def snapshot() -> Snapshot:
+    cpu = tuple(int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:])
+    procs = {}
+    for d in os.scandir("/proc"):
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = Path(d.path, "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        comm, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        procs[int(d.name)] = (comm, int(rest[11]) + int(rest[12]))
+    return Snapshot(cpu, procs)
+
+
+def during(a: Snapshot, b: Snapshot) -> str:
+    """One line: the CPUs' busy and stolen shares between the two snapshots, and the TOP processes by CPU time
+    (those that ended meanwhile are not seen)."""
+    d = [y - x for x, y in zip(a.cpu, b.cpu)]
+    total = sum(d[:8]) or 1  # guest time is counted in user already
+    idle = d[3] + d[4]
+    steal = d[7] if len(d) > 7 else 0
+    used = sorted(((t - a.procs.get(pid, (comm, 0))[1], comm, pid) for pid, (comm, t) in b.procs.items()), reverse=True)
+    hz = os.sysconf("SC_CLK_TCK")
+    top = ", ".join(f"{comm}[{pid}] {ticks / hz:.1f} s" for ticks, comm, pid in used[:TOP] if ticks > 0)
+    return (
+        f"CPUs busy {(total - idle) / total:.0%}, stolen by the hypervisor {steal / total:.1%} over "
+        f"{total / hz / (os.cpu_count() or 1):.0f} s; most CPU: {top or 'none'}"
+    )

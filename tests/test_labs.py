@@ -16,11 +16,13 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controller import lab
 from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON
+from tests.timing import LATE_TRIES
 
 REPO = Path(__file__).resolve().parents[1]
 CCLAB = [sys.executable, "-m", "controller.cli"]
@@ -235,23 +237,50 @@ def handout_run(
 ) -> Iterator[tuple[lab.Lab, Path, str]]:
     """The handout's ```sh blocks, run in order in one shell in a fresh folder, with the solution's files copied
     over the starters right after the first block (the student's edits): the working folder it leaves, and what the
-    blocks printed."""
+    blocks printed.  Where the checker failed and named a run that failed its fidelity check (the emulator did not
+    hold the spec: it tells the student to run it again), the handout is done once more in a fresh folder, as a
+    student would, and the try is printed at the end of the session; a failure with every run faithful is final."""
     from tests.conftest import missing_capability
 
     reason = missing_capability()
     if reason:
         pytest.skip(reason)
     x: lab.Lab = request.param
-    tmp = tmp_path_factory.mktemp(x.dir.name)
     first, *rest = blocks(x.dir / "README.md")
     edits = "".join(f"cp {x.dir / 'solution' / name} {name}\n" for name in x.starter)
     script = f"set -euo pipefail\n{first}\n{edits}" + "\n".join(rest)
     env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(["bash", "-c", script], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"a handout block failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    work = tmp / f"lab{x.number}"  # the handouts start lab N in labN
+    for attempt in range(1, HANDOUT_TRIES + 1):
+        tmp = tmp_path_factory.mktemp(x.dir.name)
+        proc = subprocess.run(["bash", "-c", script], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+        work = tmp / f"lab{x.number}"  # the handouts start lab N in labN
+        failed = f"a handout block failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        unfaithful = _unfaithful_runs(x, work) if proc.returncode != 0 else {}
+        if proc.returncode == 0 or not unfaithful or attempt == HANDOUT_TRIES:
+            break
+        LATE_TRIES.append(
+            f"{os.environ.get('PYTEST_CURRENT_TEST', '?').rsplit(' ', 1)[0]}: lab {x.number}'s handout, try {attempt} "
+            f"of {HANDOUT_TRIES} failed its check with runs that failed their fidelity check: {unfaithful}"
+        )
+    assert proc.returncode == 0, failed
     assert lab.lab_of(work) == x.number, f"the handout's first block does not start the lab in {work.name}/"
     yield x, work, proc.stdout
+
+
+#: how many times a lab's handout is done where its check failed beside a run that failed its fidelity check
+HANDOUT_TRIES = 2
+
+
+def _unfaithful_runs(x: lab.Lab, work: Path) -> dict[str, Any]:
+    """The runs the checker names as having failed their fidelity check, in a handout's working folder (none where
+    the folder or the checker's verdict is missing)."""
+    if not work.is_dir():
+        return {}
+    proc = cclab("lab", "check", "--json", str(x.number), cwd=work)
+    try:
+        return dict(json.loads(proc.stdout).get("unfaithful_runs") or {})
+    except ValueError:
+        return {}
 
 
 @pytest.mark.root

@@ -275,8 +275,9 @@ def test_tiny_sweep_killed_resumed_and_reported(tmp_path: Path) -> None:
     first = {p.name: (p / "summary.json").stat().st_mtime_ns for p in _complete_runs(d)}
     assert len(first) == 2, first
 
+    killed_reason = json.loads((killed[0] / "summary.json").read_text())["reason"]
     again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.returncode == 0, f"the killed run's reason: {killed_reason}\n{again.stdout}{again.stderr}"
     assert "8 runs (4 points x 2); 2 were complete, 6 ran now, 0 incomplete" in again.stdout, again.stdout
     done = {p.name: (p / "summary.json").stat().st_mtime_ns for p in _complete_runs(d)}
     assert len(done) == 8

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +22,9 @@ from tests.conftest import CCLAB, REPO, leftovers
 
 def test_a_signal_during_teardown_is_noted_and_a_second_abandons_it() -> None:
     # what was there before (SIG_IGN where the suite runs as a background job, Python's handler otherwise)
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    with runner.signals_noted() as seen:
+    before = {s: signal.getsignal(s) for s in runner.STOP}
+    with runner.stop_signals(stopping=True) as stop:
+        seen = stop.seen
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.01)  # the handler runs between bytecodes of the main thread
         assert seen == ["SIGTERM"]
@@ -31,6 +33,84 @@ def test_a_signal_during_teardown_is_noted_and_a_second_abandons_it() -> None:
             time.sleep(1)
     after = {s: signal.getsignal(s) for s in before}
     assert after == before, f"the handlers were not put back: {after}, before {before}"
+
+
+def test_sighups_during_teardown_never_abandon_it() -> None:
+    with runner.stop_signals(stopping=True) as stop:
+        seen = stop.seen
+        for _ in range(3):
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        assert seen == ["SIGHUP", "SIGHUP", "SIGHUP", "SIGTERM"]
+        with pytest.raises(runner.Abandoned, match="SIGINT"):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+
+
+# the run's part (runner.run's way): stopped by the first signal, then a teardown of 3 s noting what else comes
+_ORPHAN = """
+import json, sys, time
+from controller.experiment import runner
+out = {"abandoned": None}
+with runner.stop_signals() as stop:
+    try:
+        open(sys.argv[1], "w").close()
+        time.sleep(60)
+    except runner.Interrupted as exc:
+        out["stopped_by"] = str(exc)
+    finally:
+        stop.stopping = True
+        try:
+            time.sleep(3)
+        except runner.Abandoned as exc:
+            out["abandoned"] = str(exc)
+    out["during_teardown"] = stop.seen
+    open(sys.argv[2], "w").write(json.dumps(out))
+"""
+
+# the sweep's part: threads of its own, one of them waiting on the run (executors.run_side_by_side's way)
+_SWEEP = """
+import subprocess, sys, threading, time
+from controller.experiment.isolated import tied_to_parent
+for _ in range(8):
+    threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()  # busy: they die one by one
+run = lambda: subprocess.run(tied_to_parent([sys.executable, "-c", sys.argv[1], *sys.argv[2:]]))
+threading.Thread(target=run).start()
+time.sleep(60)
+"""
+
+
+def test_a_run_whose_sweep_is_killed_tears_down_to_the_end(tmp_path: Path) -> None:
+    """A sweep with threads, killed: the kernel hands its run on from one dying thread to the next and signals it
+    each time (pdeathsig).  Those signals stop the run once; however many come, its teardown goes to its end."""
+    tries = []
+    for i in range(10):
+        ready, result = tmp_path / f"ready{i}", tmp_path / f"result{i}.json"
+        sweep = subprocess.Popen([sys.executable, "-c", _SWEEP, _ORPHAN, str(ready), str(result)], cwd=REPO)
+        try:
+            deadline = time.monotonic() + 30
+            while not ready.exists():
+                assert sweep.poll() is None and time.monotonic() < deadline, "the run did not start"
+                time.sleep(0.02)
+            sweep.kill()
+            sweep.wait()
+        finally:
+            sweep.kill()
+        deadline = time.monotonic() + 30
+        while not result.exists():
+            assert time.monotonic() < deadline, "the orphaned run did not end its teardown"
+            time.sleep(0.1)
+        time.sleep(0.1)
+        out = json.loads(result.read_text())
+        print(f"try {i}: {out}")
+        assert out["stopped_by"] == "SIGHUP" and out["abandoned"] is None, out
+        assert set(out["during_teardown"]) <= {"SIGHUP"}, out
+        tries.append(len(out["during_teardown"]))
+        if max(tries) >= 2:  # two more during teardown: what abandoned a teardown when the signal was SIGTERM
+            return
+    raise AssertionError(f"signals during teardown, try by try: {tries}: the case this test is for never came")
 
 
 def _shell_pid(name: str) -> int:

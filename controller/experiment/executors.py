@@ -45,6 +45,7 @@ from typing import Any
 from controller import cc, spec, system
 from controller.dataplane import sysctls
 from controller.dataplane.kernel import htb_hysteresis_wanted
+from controller.experiment.isolated import tied_to_parent
 from controller.experiment.sweep import Executor, Task, TaskResult
 from controller.spec import algos
 
@@ -69,16 +70,15 @@ def run_cclab(
     """`cclab run` one point into runs_dir (``--vm``: in a lab VM booted for it; isolated: in namespaces of its
     own, see controller.experiment.isolated); (exit code, last line of stderr)."""
     runs_dir.mkdir(parents=True, exist_ok=True)
-    # A killed sweep must not leave its run going on unseen: the run gets SIGTERM when the sweep dies (util-linux
-    # setpriv sets the parent-death signal, no code between fork and exec), stops, tears down and stays marked
-    # incomplete, for the next sweep to redo.  Isolated, the wrapper passes the SIGTERM on.
-    argv = ["setpriv", "--pdeathsig", "TERM", "--", *(ISOLATED if isolated else ())]
-    argv += [sys.executable, "-m", "controller.cli", "run", str(spec_file)]
+    # A killed sweep must not leave its run going on unseen: the run gets isolated.PARENT_GONE when the sweep dies,
+    # stops, tears down and stays marked incomplete, for the next sweep to redo.  Isolated, the wrapper passes
+    # the signal on.
+    argv = [*(ISOLATED if isolated else ()), sys.executable, "-m", "controller.cli", "run", str(spec_file)]
     argv += ["--results", str(runs_dir.resolve()), "--no-live", *(["--vm"] if in_vm else [])]
     if not plots:
         argv.append("--no-plots")
     proc = subprocess.Popen(
-        argv,
+        tied_to_parent(argv),
         cwd=system.REPO,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -11,9 +11,10 @@ shares with the host is the CPU and what the kernel keeps globally: the
 congestion-control registry and module parameters such as htb_hysteresis,
 which executors.shared_kernel_state() holds for all runs side by side.
 
-Two processes: this one stays in the caller's PID namespace and passes a
-SIGTERM on; its child is PID 1 of the new one, mounts, brings lo up, starts
-the command and passes SIGTERM on to it (PID 1 gets only signals it handles).
+Two processes: this one stays in the caller's PID namespace and passes
+SIGTERM and PARENT_GONE on; its child is PID 1 of the new one, mounts, brings
+lo up, starts the command and passes both on to it (PID 1 gets only signals
+it handles).
 When PID 1 exits the kernel kills whatever is left in its PID namespace
 (host shells, iperf3, the delay element), and the network namespace goes with
 them: a killed run leaves nothing on the host.  SIGINT is ignored here: a
@@ -29,12 +30,25 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 #: (type, mount point) mounted fresh inside, in this order
 MOUNTS = (("tmpfs", "/run"), ("sysfs", "/sys"), ("bpf", "/sys/fs/bpf"), ("proc", "/proc"))
+
+#: What a run gets when the process that started it dies: SIGHUP, also what a closed terminal sends.  The kernel
+#: sends it again each time it hands the orphan on to another thread of the dying process (a sweep with threads
+#: of its own: two to four times in a row, measured), so a run takes it as one request to stop however often it
+#: comes (runner.StopSignals); it is not SIGTERM, whose second arrival abandons a teardown.
+PARENT_GONE = signal.SIGHUP
+
+
+def tied_to_parent(argv: Sequence[str]) -> list[str]:
+    """argv run so that it gets PARENT_GONE when the process (the thread) starting it dies: util-linux setpriv
+    sets the parent-death signal, no code between fork and exec."""
+    return ["setpriv", "--pdeathsig", PARENT_GONE.name.removeprefix("SIG"), "--", *argv]
 
 
 def _unshare(flags: int) -> None:
@@ -45,7 +59,7 @@ def _unshare(flags: int) -> None:
 
 
 def _forward(child: subprocess.Popen[bytes] | int) -> None:
-    """Pass SIGTERM on to the child; ignore SIGINT (the terminal sends it to the child too)."""
+    """Pass SIGTERM and PARENT_GONE on to the child; ignore SIGINT (the terminal sends it to the child too)."""
 
     def handler(signum: int, _frame: object) -> None:
         pid = child if isinstance(child, int) else child.pid
@@ -54,7 +68,8 @@ def _forward(child: subprocess.Popen[bytes] | int) -> None:
         except ProcessLookupError:
             pass
 
-    signal.signal(signal.SIGTERM, handler)
+    for signum in (signal.SIGTERM, PARENT_GONE):
+        signal.signal(signum, handler)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -70,9 +85,9 @@ def _init(argv: list[str]) -> int:
     for fstype, where in MOUNTS:
         subprocess.run(["mount", "-t", fstype, f"cclab-{fstype}", where], check=True)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    # the command dies with this process: PID 1's exit kills the namespace's processes anyway, setpriv makes it
-    # a SIGTERM first, so a run that can still tear down does
-    proc = subprocess.Popen(["setpriv", "--pdeathsig", "TERM", "--", *argv])
+    # the command dies with this process: PID 1's exit kills the namespace's processes anyway, PARENT_GONE
+    # comes first, so a run that can still tear down does
+    proc = subprocess.Popen(tied_to_parent(argv))
     _forward(proc)
     rc = proc.wait()
     return rc if rc >= 0 else 128 - rc

@@ -2,11 +2,13 @@
 
 Everything that can be checked is checked before anything is created.  Every
 set-up step registers its teardown first; teardown runs on success, error,
-Ctrl-C and SIGTERM.  Each of its steps is bounded in time (a Mininet node
+Ctrl-C, SIGTERM and SIGHUP (the sweep that started the run died, or the
+terminal closed).  Each of its steps is bounded in time (a Mininet node
 whose shell died or does not answer is passed over: network/mininet.py's
 BoundedShell); a signal while it runs is noted and teardown goes on, and a
-second one abandons it, marks the run so, writes what was measured and
-leaves the rest to `cclab clean`.
+second Ctrl-C or SIGTERM abandons it, marks the run so, writes what was
+measured and leaves the rest to `cclab clean`.  A SIGHUP never abandons it:
+a dying sweep's kernel sends it several times (isolated.PARENT_GONE).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from controller import cc, system
 from controller.dataplane import Bottleneck, DataPlaneError
 from controller.dataplane.bmv2 import Program
 from controller.experiment.build import Experiment
+from controller.experiment.isolated import PARENT_GONE
 from controller.experiment.preflight import RunError, delay_element_links, p4_program, preflight
 from controller.measure.ccstate import CcStateReader
 from controller.measure.monitor import FLOW_COLUMNS, LINK_FLOW_COLUMNS, LiveState, Monitor, MonitoredLink
@@ -41,16 +44,16 @@ log = logging.getLogger(__name__)
 LOCK = system.RUN_STATE / "lock"
 
 
+#: the signals that stop a run
+STOP = (signal.SIGINT, signal.SIGTERM, PARENT_GONE)
+
+
 class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived while the experiment ran."""
+    """SIGINT, SIGTERM or SIGHUP arrived while the experiment ran."""
 
 
 class Abandoned(KeyboardInterrupt):
     """A second SIGINT or SIGTERM arrived while the run was torn down: the rest of teardown is `cclab clean`'s."""
-
-
-def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
-    raise Interrupted(signal.Signals(signum).name)
 
 
 @dataclass
@@ -93,32 +96,38 @@ def run_lock() -> Iterator[None]:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
-    old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+class StopSignals:
+    """The handler of STOP for a run's whole life, so that no instant is left in which a signal's default action
+    ends the run with its network up.  While the experiment runs the first signal raises Interrupted.  After it,
+    and once teardown starts, each is noted in ``seen`` and teardown goes on, so an impatient second Ctrl-C after
+    the one that stopped the run does not leave half a network; a second Ctrl-C or SIGTERM noted raises
+    Abandoned, so that a teardown that hangs can always be stopped.  A SIGHUP is never one of the two: the
+    kernel repeats it as the run's dying sweep goes (isolated.PARENT_GONE)."""
+
+    def __init__(self, stopping: bool) -> None:
+        self.stopping = stopping
+        self.seen: list[str] = []
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if not self.stopping:
+            self.stopping = True
+            raise Interrupted(name)
+        self.seen.append(name)
+        asked = [n for n in self.seen if n != PARENT_GONE.name]
+        if len(asked) > 1:
+            raise Abandoned(asked[-1])
+        if self.seen.count(name) == 1:
+            log.warning("%s: tearing down the run first; a second Ctrl-C abandons teardown (then `cclab clean`)", name)
 
 
 @contextlib.contextmanager
-def signals_noted() -> Iterator[list[str]]:
-    """While teardown runs: the first SIGINT or SIGTERM is noted (the list yielded names it) and teardown goes on,
-    so an impatient second Ctrl-C after the one that stopped the run does not leave half a network; the next
-    raises Abandoned, so that a teardown that hangs can always be stopped."""
-    seen: list[str] = []
-
-    def note(signum: int, _frame: FrameType | None) -> None:
-        seen.append(signal.Signals(signum).name)
-        if len(seen) > 1:
-            raise Abandoned(seen[-1])
-        log.warning("%s: tearing down the run first; send another to abandon teardown (then `cclab clean`)", seen[0])
-
-    old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+def stop_signals(stopping: bool = False) -> Iterator[StopSignals]:
+    """StopSignals handles STOP inside the block (``stopping``: teardown's rules from the start)."""
+    handler = StopSignals(stopping)
+    old = {s: signal.signal(s, handler) for s in STOP}
     try:
-        yield seen
+        yield handler
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -139,8 +148,8 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
         complete, reason, interrupted = False, None, False
         goodputs: dict[str, float | None] = {}
         extra: dict[str, Any] = {"delay_applied": False}
-        try:
-            with signals_raise():
+        with stop_signals() as stop:
+            try:
                 if spec.cc_sources:  # the sources that ran, beside their results (a grader reads them there)
                     (run_dir / "cc").mkdir()
                     for source in spec.cc_sources.values():
@@ -194,15 +203,15 @@ def run(spec: Spec, opts: RunOptions | None = None) -> Outcome:
                             "queue drops may be short"
                         )
                 complete = True
-        except Interrupted as exc:
-            reason, interrupted = f"interrupted ({exc})", True
-        except (RunError, DataPlaneError, TrafficError, system.SystemError_, cc.CcError) as exc:
-            reason = str(exc)
-        except BaseException as exc:  # recorded, torn down, then re-raised as it is
-            reason = f"internal error: {exc!r}"
-            raise
-        finally:
-            with signals_noted():
+            except Interrupted as exc:
+                reason, interrupted = f"interrupted ({exc})", True
+            except (RunError, DataPlaneError, TrafficError, system.SystemError_, cc.CcError) as exc:
+                reason = str(exc)
+            except BaseException as exc:  # recorded, torn down, then re-raised as it is
+                reason = f"internal error: {exc!r}"
+                raise
+            finally:
+                stop.stopping = True  # from here every signal is noted (StopSignals)
                 edge: dict[str, dict[str, int]] = {}
                 mptcp_counters: dict[str, dict[str, int]] = {}
                 series = None

@@ -49,19 +49,21 @@ class VmResult:
 
 @contextlib.contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM ends the wait like Ctrl-C, so the VM is always killed on the way out."""
+    """SIGTERM and SIGHUP (the sweep that started the run died, a terminal closed) end the wait like Ctrl-C, so
+    the VM is always killed on the way out."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt("SIGTERM")
+    def raise_interrupt(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old = signal.signal(signal.SIGTERM, raise_interrupt)
+    old = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def run_in_vm(

@@ -112,6 +112,20 @@ def kernel_release() -> str:
     return os.uname().release
 
 
+def cpu_jiffies() -> tuple[int, ...]:
+    """/proc/stat's first line, all CPUs together: user nice system idle iowait irq softirq steal guest guest_nice
+    (jiffies since boot)."""
+    with open("/proc/stat") as f:
+        return tuple(int(x) for x in f.readline().split()[1:])
+
+
+def cpu_busy_total(jiffies: tuple[int, ...]) -> tuple[int, int]:
+    """(busy, total) of cpu_jiffies() or a difference of two: total counts user to steal (a guest's time is in
+    user already), busy all of it but idle and iowait."""
+    total = sum(jiffies[:8])
+    return total - jiffies[3] - jiffies[4], total
+
+
 @functools.cache
 def software_emulated() -> bool:
     """Whether this machine is a QEMU guest under software emulation (TCG), where timers fire late: QEMU's DMI

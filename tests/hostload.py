@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller import system
+
 #: the processes named per failed test, those that used the most CPU while it ran
 TOP = 3
 
@@ -20,7 +22,7 @@ class Snapshot:
 
 
 def snapshot() -> Snapshot:
-    cpu = tuple(int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:])
+    cpu = system.cpu_jiffies()
     procs = {}
     for d in os.scandir("/proc"):
         if not d.name.isdigit():
@@ -37,14 +39,14 @@ def snapshot() -> Snapshot:
 def during(a: Snapshot, b: Snapshot) -> str:
     """One line: the CPUs' busy and stolen shares between the two snapshots, and the TOP processes by CPU time
     (those that ended meanwhile are not seen)."""
-    d = [y - x for x, y in zip(a.cpu, b.cpu)]
-    total = sum(d[:8]) or 1  # guest time is counted in user already
-    idle = d[3] + d[4]
+    d = tuple(y - x for x, y in zip(a.cpu, b.cpu))
+    busy, total = system.cpu_busy_total(d)
+    total = total or 1
     steal = d[7] if len(d) > 7 else 0
     used = sorted(((t - a.procs.get(pid, (comm, 0))[1], comm, pid) for pid, (comm, t) in b.procs.items()), reverse=True)
     hz = os.sysconf("SC_CLK_TCK")
     top = ", ".join(f"{comm}[{pid}] {ticks / hz:.1f} s" for ticks, comm, pid in used[:TOP] if ticks > 0)
     return (
-        f"CPUs busy {(total - idle) / total:.0%}, stolen by the hypervisor {steal / total:.1%} over "
+        f"CPUs busy {busy / total:.0%}, stolen by the hypervisor {steal / total:.1%} over "
         f"{total / hz / (os.cpu_count() or 1):.0f} s; most CPU: {top or 'none'}"
     )

@@ -33,13 +33,6 @@ def _spec(switches: str) -> spec.Spec:
     })  # fmt: skip
 
 
-def _cpu() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs."""
-    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = f[3] + f[4]
-    return sum(f) - idle, sum(f)
-
-
 def one(switches: str, seconds: float, root: Path) -> dict[str, Any]:
     """One flow's goodput through one fabric, and the CPU's busy fraction meanwhile."""
     from controller.experiment.build import Experiment
@@ -54,10 +47,10 @@ def one(switches: str, seconds: float, root: Path) -> dict[str, Any]:
         dst = s.graph.addresses[("r1", 0)]
         srv = r1.popen(["iperf3", "-s", "-1", "-p", str(PORT)])
         time.sleep(0.3)
-        c0 = _cpu()
+        c0 = system.cpu_busy_total(system.cpu_jiffies())
         cl = h1.popen(["iperf3", "-c", dst, "-p", str(PORT), "-t", f"{seconds:g}", "-C", "cubic", "-J", "-O", "1"])
         out, _ = cl.communicate(timeout=seconds + 30)
-        c1 = _cpu()
+        c1 = system.cpu_busy_total(system.cpu_jiffies())
         srv.wait(timeout=10)
     finally:
         ex.teardown()

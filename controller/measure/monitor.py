@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from controller import system
 from controller.dataplane import FlowCounters, FlowKey, Snapshot
 from controller.measure.ccstate import CcStateReader, ExportKey
 from controller.measure.metrics import jain, rate_bps
@@ -155,14 +156,6 @@ LINK_FLOW_COLUMNS = (
 FLOW_COLUMNS = tuple(c for c in LINK_FLOW_COLUMNS if c != "link")
 
 
-def _cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
 class Monitor:
     """A polling thread; start(), then stop() returns the recorded Series."""
 
@@ -215,7 +208,7 @@ class Monitor:
     def start(self, t0: float) -> None:
         """Start polling; t0 (time.monotonic) is time zero of every row."""
         self._t0 = t0
-        self._cpu0 = _cpu_times()
+        self._cpu0 = system.cpu_busy_total(system.cpu_jiffies())
         self.series.first = self._read()
         self._thread.start()
 
@@ -226,7 +219,7 @@ class Monitor:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        busy, total = _cpu_times()
+        busy, total = system.cpu_busy_total(system.cpu_jiffies())
         if total > self._cpu0[1]:
             self.cpu_busy_fraction = (busy - self._cpu0[0]) / (total - self._cpu0[1])
         try:

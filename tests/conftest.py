@@ -22,7 +22,7 @@ from controller.dataplane import Bottleneck, FlowKey, LinkParams, delayline, fpg
 from controller.dataplane.targets import Placement, make_bottleneck
 from controller.measure.metrics import binomial_interval
 from tests import hostload
-from tests.timing import LATE_TRIES
+from tests.timing import TRIED_AGAIN
 
 REPO = Path(__file__).resolve().parents[1]
 CCLAB = [sys.executable, "-m", "controller.cli"]
@@ -254,9 +254,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Each CI tier's own count, on a line of its own (CI reads it to see the tier ran); then every timing try
-    that failed with its emulator late and was tried again (`on_time`); then, for each test that failed, what the host's
-    CPUs did meanwhile."""
+    """Each CI tier's own count, on a line of its own (CI reads it to see the tier ran); then every try that failed
+    and was tried again, and why (`on_time`: its emulator late; a lab's handout: beside a run that failed its
+    fidelity check); then, for each test that failed, what the host's CPUs did meanwhile."""
     kinds = ("passed", "failed", "skipped", "xfailed")
     for tier, outcomes in _TIER_OUTCOMES.items():
         if not outcomes:
@@ -266,8 +266,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{tier} tier: passed {counts['passed']}, failed {counts['failed']}, skipped {counts['skipped']}, "
             f"xfailed {counts['xfailed']}"
         )
-    for line in LATE_TRIES:
-        terminalreporter.write_line(f"tried again, the emulator late: {line}")
+    for line in TRIED_AGAIN:
+        terminalreporter.write_line(f"tried again: {line}")
     for nodeid, line in _HOST_DURING_FAILURES.items():
         terminalreporter.write_line(f"the host while {nodeid} failed: {line}")
 

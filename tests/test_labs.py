@@ -22,7 +22,7 @@ import pytest
 
 from controller import lab
 from tests.conftest import BMV2_MISSING, BMV2_SKIP_REASON
-from tests.timing import LATE_TRIES
+from tests.timing import TRIED_AGAIN
 
 REPO = Path(__file__).resolve().parents[1]
 CCLAB = [sys.executable, "-m", "controller.cli"]
@@ -258,7 +258,7 @@ def handout_run(
         unfaithful = _unfaithful_runs(x, work) if proc.returncode != 0 else {}
         if proc.returncode == 0 or not unfaithful or attempt == HANDOUT_TRIES:
             break
-        LATE_TRIES.append(
+        TRIED_AGAIN.append(
             f"{os.environ.get('PYTEST_CURRENT_TEST', '?').rsplit(' ', 1)[0]}: lab {x.number}'s handout, try {attempt} "
             f"of {HANDOUT_TRIES} failed its check with runs that failed their fidelity check: {unfaithful}"
         )

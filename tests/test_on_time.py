@@ -34,18 +34,18 @@ def test_a_failure_with_the_emulator_on_time_is_final() -> None:
 
 def test_a_failure_with_the_emulator_late_is_tried_again_and_reported() -> None:
     em = Emulator(failing=1, late_per_try=2)
-    before = len(timing.LATE_TRIES)
+    before = len(timing.TRIED_AGAIN)
     assert on_time(em.attempt, em.late, "the element") == "measured"
     assert em.tries == 2
-    assert len(timing.LATE_TRIES) == before + 1
-    assert timing.LATE_TRIES[-1].endswith("try 1 of 3 failed, the element late 2 times")
-    del timing.LATE_TRIES[before:]
+    assert len(timing.TRIED_AGAIN) == before + 1
+    assert timing.TRIED_AGAIN[-1].endswith("try 1 of 3 failed, the element late 2 times")
+    del timing.TRIED_AGAIN[before:]
 
 
 def test_late_in_every_try_fails_saying_so() -> None:
     em = Emulator(failing=5, late_per_try=1)
-    before = len(timing.LATE_TRIES)
+    before = len(timing.TRIED_AGAIN)
     with pytest.raises(AssertionError, match=r"(?s)measured wrong in try 3.*the element ran late in each of 3 tries"):
         on_time(em.attempt, em.late, "the element")
     assert em.tries == 3
-    del timing.LATE_TRIES[before:]
+    del timing.TRIED_AGAIN[before:]

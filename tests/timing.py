@@ -14,8 +14,8 @@ from typing import TypeVar
 TIMED_TRIES = 3
 #: a timer wake-up this late (ms) counts as the emulator's timers firing late (the lab VM's, the Vagrant box's)
 TIMER_LATE_MS = 5.0
-#: every try that failed with the emulator late, for the summary at the end of the session
-LATE_TRIES: list[str] = []
+#: every try that failed and was tried again, and why, for the summary at the end of the session
+TRIED_AGAIN: list[str] = []
 T = TypeVar("T")
 
 
@@ -35,7 +35,7 @@ def on_time(attempt: Callable[[], T], late: Callable[[], int], who: str, tries: 
                 raise
             print(f"{who}: try {n} of {tries} failed with the emulator late {times} times: {exc}")
             test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
-            LATE_TRIES.append(f"{test}: try {n} of {tries} failed, {who} late {times} times")
+            TRIED_AGAIN.append(f"{test}: try {n} of {tries} failed, {who} late {times} times")
             if n == tries:
                 raise AssertionError(
                     f"{exc} ({who} ran late in each of {tries} tries, {times} times in the last: the host did not "

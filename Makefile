@@ -159,8 +159,8 @@ bench: deps venv build
 	$(CCLAB) bench fpga
 
 lint: venv
-	$(VENV)/bin/ruff check controller hosts tests mininet fpga
-	$(VENV)/bin/mypy controller hosts
+	$(VENV)/bin/ruff check controller hosts tests mininet fpga vm
+	$(VENV)/bin/mypy controller hosts tests vm/guest_tests
 	$(VENV)/bin/mypy --follow-imports=silent mininet/p4switch.py mininet/topologies.py
 
 # The FPGA element's synthesis and place-and-route (fpga/README.md); minutes.

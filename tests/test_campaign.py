@@ -140,15 +140,20 @@ def test_a_directory_with_runs_of_other_sources_is_counted_and_refused(
     said = " ".join(capsys.readouterr().out.split())
     assert "2 of 20 runs complete (1 of other sources than this tree's), " in said
     ran: list[str] = []
+
+    def run_sweep(sw: sweep_spec.Sweep, d: Path) -> sweep.Progress:
+        ran.append(sw.name)
+        return sweep.Progress(0)
+
     with pytest.raises(
         SweepError, match=rf"one: {d} holds 1 complete runs of other sources .* hash 53eff6a0fc9b: p001-r0"
     ):
-        campaign.run([one], lambda sw, d: ran.append(sw.name) or sweep.Progress(0))
+        campaign.run([one], run_sweep)
     assert ran == []
     # once complete, the sweep has nothing left to run: a campaign goes past it to the others
     for t in tasks[2:]:
         _write_run(t)
-    campaign.run([one, _two], lambda sw, d: ran.append(sw.name) or sweep.Progress(0))
+    campaign.run([one, _two], run_sweep)
     assert ran == ["one", "two"]
 
 

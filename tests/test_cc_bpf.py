@@ -104,7 +104,7 @@ def iperf_server(netns_pair: tuple[str, str]) -> Iterator[None]:
             out = sh("ip", "netns", "exec", NS_B, "ss", "-Hltn", f"sport = :{PORT}", check=False).stdout
             if out.strip():
                 break
-            assert server.poll() is None, f"iperf3 server exited: {server.stderr.read()}"
+            assert server.poll() is None, f"iperf3 server exited: {server.communicate()[1]}"
             assert time.monotonic() < deadline, "iperf3 server not listening after 5 s"
             time.sleep(0.05)
         yield

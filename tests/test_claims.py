@@ -124,6 +124,7 @@ def test_order_claim_between_two_rows_is_welchs_difference(
     ]
     v = verdicts.judge(c, rows)
     assert v.verdict == word, v
+    assert v.hi is not None and v.lo is not None, v
     half = (v.hi - v.lo) / 2 * b[0]  # back to Mbit/s-like units: Welch's t (df 18 for equal s.d.) x s.e.
     assert half == pytest.approx(2.1009 * math.sqrt(a[1] ** 2 / 10 + b[1] ** 2 / 10), rel=1e-3)
 

@@ -276,7 +276,7 @@ def test_a_recorded_run_is_rejudged_by_todays_rule() -> None:
     flows = [_flow("f1", 203.1), _flow("f2", 200.4)]
     old = {"value": 203.1, "lo": 198.0, "hi": 202.0, "ok": False, "note": "spec 200 ms"}
     rate = {"value": 1.0, "lo": 0.98, "hi": 1.02, "ok": True, "note": ""}
-    summ = {
+    summ: dict[str, Any] = {
         "complete": True,
         "bottleneck": {"delay_applied": True},
         "flows": flows,

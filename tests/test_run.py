@@ -179,7 +179,7 @@ def test_a_transfer_completes_when_its_last_byte_arrives(tmp_path: Path) -> None
     assert flow["throughput_bps"] == pytest.approx(flow["bytes"] * 8 / flow["completion_s"], rel=1e-3), flow
 
 
-TUNED = {
+TUNED: dict[str, Any] = {
     "name": "pytest-tunables",
     "duration_s": 6,
     "seed": 5,

@@ -188,7 +188,7 @@ def test_bench_sweep_refuses_a_spec_its_run_length_cuts_before_any_run(tmp_path:
 def test_bench_sweep_cuts_a_spec_to_its_runs() -> None:
     """A run cut to the bench's length keeps the link changes within it (the later ones are left out) and sends
     its finite transfers for the whole run; both counted, the spec it came from untouched."""
-    raw = {
+    raw: dict[str, Any] = {
         "duration_s": 400,
         "bottleneck": {"rate_mbps": 10, "schedule": [{"at_s": 20, "per": 0.01}, {"at_s": 60, "per": 0.0}]},
         "links": {"l2": {"rate_mbps": 1, "schedule": [{"at_s": 40, "rate_mbps": 2}, {"at_s": 41, "rate_mbps": 1}]}},

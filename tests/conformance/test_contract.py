@@ -330,14 +330,14 @@ def test_c_queue_3_red_drop_probability_follows_the_average(
     random drops and the queue never at its limit."""
     deviates(request, bed, "fpga-sim", "the FPGA element has no RED queue yet: its target refuses one")
     red = _red(unit)
-    limit: dict[str, int | None] = {"queue_pkts": RED_LIMIT, "queue_bytes": None}
+    limit = replace(BASE, red=red, queue_pkts=RED_LIMIT, queue_bytes=None)
     if unit == "bytes":
-        limit = {"queue_pkts": None, "queue_bytes": RED_LIMIT * FULL_FRAME}
-    bed.program(replace(BASE, rate_bps=SLOW_BPS, red=red, **limit))
+        limit = replace(limit, queue_pkts=None, queue_bytes=RED_LIMIT * FULL_FRAME)
+    bed.program(replace(limit, rate_bps=SLOW_BPS))
     _cap, seqs = _burst(bed, [FULL_FRAME] * RED_MIN)
     assert len(seqs) == RED_MIN, f"{RED_MIN - len(seqs)} of a {RED_MIN}-frame burst dropped: the queue stayed < min"
 
-    bed.program(replace(BASE, rate_bps=RED_RATE, red=red, **limit))
+    bed.program(replace(limit, rate_bps=RED_RATE))
     offered = RED_RATE / (1 - RED_MAX_P / 2)
     n_frames = int(RED_WINDOW_S[1] * offered / (FULL_FRAME * 8))
     marks: list[Snapshot] = []

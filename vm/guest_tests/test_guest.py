@@ -454,7 +454,8 @@ def _check_ssthresh_follows_bwe(run_dir: Path, report: dict[str, Any]) -> None:
     def want(r: dict[str, str]) -> float:
         return round(max(2, int(r["bwe_bps"]) / 8 * int(r["rtt_min_us"]) / 1e6 / mss), 1)
 
-    events, undos = [], []
+    events: list[tuple[float, int, float, float]] = []
+    undos: list[tuple[float, int, float, float]] = []
     for before, r in zip(rows, rows[1:]):
         ssthresh = int(r["ssthresh_pkts"])
         if ssthresh < 0x7FFFFFFF and ssthresh != int(before["ssthresh_pkts"]) and float(r["t_s"]) >= AFTER_SLOW_START_S:

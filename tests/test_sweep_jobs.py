@@ -269,6 +269,57 @@ def test_points_side_by_side_must_set_an_algorithms_tunables_alike(tmp_path: Pat
     ), exc.value
 
 
+def test_the_next_run_is_the_first_that_agrees_with_every_run_going() -> None:
+    a8: executors.Settings = {"logwestwood": (("alpha", 8),)}
+    a16: executors.Settings = {"logwestwood": (("alpha", 16),)}
+    reno: executors.Settings = {}
+    both: executors.Settings = {**a8, "btbe": (("beta", 1),)}
+    assert executors.next_task([a16, a8, both], [a8]) == 1
+    assert executors.next_task([a16, both], [a8]) == 1  # an algorithm of its own beside: no matter
+    assert executors.next_task([a16], [a8, reno]) is None  # it waits for the alpha-8 run to end
+    assert executors.next_task([a16], []) == 0
+    assert executors.next_task([reno, a8], [a16]) == 0
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("clean_host")
+def test_points_that_set_tunables_apart_go_side_by_side_point_by_point(tmp_path: Path) -> None:
+    """Two points of LogWestwood+, alpha 8 and alpha 16, two runs each, two at a time, handed over repetition by
+    repetition: each point's two runs go together, never beside the other point's, and each ran with its own
+    alpha; the last out unregisters it."""
+    import tomli_w
+
+    tasks = []
+    for rep in range(2):
+        for i, alpha in enumerate((8, 16)):
+            f = tmp_path / f"p{i}.toml"
+            f.write_text(tomli_w.dumps({**TUNED, "algorithms": {"logwestwood": {"alpha": alpha, "alpha_adapt": 0}}}))
+            tasks.append(sweep.Task(f"p{i}-r{rep}", f, tmp_path / "runs" / f"p{i}-r{rep}", plots=False))
+    before = _host_state()
+    events: list[tuple[str, str]] = []
+    ends: list[sweep.TaskResult] = []
+
+    def ended(r: sweep.TaskResult) -> None:
+        events.append(("end", r.key))
+        ends.append(r)
+
+    executors.run_side_by_side(tasks, lambda key: events.append(("start", key)), ended, jobs=2)
+    assert [(r.key, r.returncode) for r in ends if r.returncode] == [], ends
+    starts = [k for e, k in events if e == "start"]
+    assert starts == ["p0-r0", "p0-r1", "p1-r0", "p1-r1"], events
+    first_p1 = events.index(("start", "p1-r0"))
+    assert {k for e, k in events[:first_p1] if e == "end"} == {"p0-r0", "p0-r1"}, events
+    assert events.index(("start", "p0-r1")) < events.index(("end", "p0-r0")), f"p0's runs did not overlap: {events}"
+    for t in tasks:
+        (run_dir,) = list(t.runs_dir.iterdir())
+        assert sweep.is_complete(run_dir), run_dir
+        params = json.loads((run_dir / "manifest.json").read_text())["algorithms"]["logwestwood"]["params"]
+        assert params["alpha"] == (8 if t.key.startswith("p0") else 16), (t.key, params)
+    assert _host_state() == before
+    assert "logwestwood" not in cc.available()
+
+
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.usefixtures("clean_host")

@@ -240,13 +240,14 @@ def run(
     every spec is loaded (every point validated) and every directory checked before the first run: one with
     runs still to do that holds runs of other sources than this tree's is refused (a resumed sweep would count
     them among its n, where a report pools only one source hash), and so is a sweep to run more than one at a time
-    (`at_a_time`) whose points cannot go side by side (executors.shareable_together), which would otherwise
-    stop the campaign at that sweep's first batch, hours in."""
+    (`at_a_time`) with a point that cannot go beside others (executors.shareable), which would otherwise stop the
+    campaign at that sweep's first batch, hours in."""
     sweeps = [sweep_spec.load(p) for p in specs]
     for sw in sweeps:
         if at_a_time(sw) > 1:
             try:
-                executors.shareable_together((f"{pt.key}.toml", spec.parse(pt.raw)) for pt in sw.points)
+                for pt in sw.points:
+                    executors.shareable(f"{pt.key}.toml", spec.parse(pt.raw))
             except executors.ExecutorError as exc:
                 raise SweepError(f"{sw.name}, {at_a_time(sw)} runs at a time: {exc}") from None
     for sw in sweeps:

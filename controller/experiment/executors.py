@@ -112,7 +112,8 @@ def side_by_side(jobs: int) -> Executor:
         return local
 
     def execute(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
-        shareable_together(loaded(t.spec_file for t in tasks))  # refused here, before any run, not once per run
+        for name, s in loaded(t.spec_file for t in tasks):  # refused here, before any run, not once per run
+            shareable(name, s)
         run_side_by_side(tasks, started, ended, jobs)
 
     return execute
@@ -126,16 +127,23 @@ def _isolated_run(t: Task) -> tuple[int, str]:
 def run_side_by_side(
     tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None], jobs: int
 ) -> None:
-    """Up to ``jobs`` isolated runs at a time (also at jobs 1). The callbacks run on this thread; each run waits
-    on a thread of its own (its parent, for pdeathsig)."""
+    """Up to ``jobs`` isolated runs at a time (also at jobs 1), in the tasks' order as far as the kernel's algorithm
+    registry allows: a run goes only beside runs that set its algorithms' tunables alike (it holds one setting per
+    name), so the next task to go is the first that agrees with every run going, and a sweep whose points set
+    them apart goes point by point (next_task).  The callbacks run on this thread; each run waits on a thread of
+    its own (its parent, for pdeathsig)."""
     todo = list(tasks)
+    tunables = {t.key: settings(spec.load(t.spec_file)) for t in tasks}
     going: dict[Future[tuple[int, str]], Task] = {}
     interrupted = False
     # on Ctrl-C or an error the pool's exit waits for the runs going: they tear down and end on their own
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cclab-run") as pool:
         while going or (todo and not interrupted):
             while todo and not interrupted and len(going) < jobs:
-                t = todo.pop(0)
+                i = next_task([tunables[t.key] for t in todo], [tunables[t.key] for t in going.values()])
+                if i is None:
+                    break  # the next ones wait for the runs going to end and unregister their setting
+                t = todo.pop(i)
                 started(t.key)
                 going[pool.submit(_isolated_run, t)] = t
             done, _ = wait(going, return_when=FIRST_COMPLETED)
@@ -168,15 +176,37 @@ def shareable(name: str, s: spec.Spec) -> None:
         )
 
 
+#: each of a run's cclab algorithms -> its tunables, as the kernel's registry holds them
+Settings = dict[str, tuple[tuple[str, int], ...]]
+
+
+def settings(s: spec.Spec) -> Settings:
+    """The setting of each of the spec's cclab algorithms (their defaults where it sets none)."""
+    return {
+        name: tuple(sorted(algos.with_defaults(name, s.algo_params.get(name, {})).items()))
+        for name in s.algos
+        if name in spec.CCLAB_ALGOS
+    }
+
+
+def next_task(todo: list[Settings], going: list[Settings]) -> int | None:
+    """The index of the first of ``todo`` whose every algorithm is set as in each run going (the kernel's
+    registry holds one setting per name), or None: it waits for the runs going to end."""
+    for i, mine in enumerate(todo):
+        if all(mine[n] == theirs[n] for theirs in going for n in mine.keys() & theirs.keys()):
+            return i
+    return None
+
+
 def shareable_together(points: Iterable[tuple[str, spec.Spec]]) -> None:
-    """Refuse, before any run, points (each its file's name and its spec) that cannot go side by side: each must
-    be shareable(), and all must set an algorithm's tunables alike, since the kernel's registry holds one setting
-    per name (the first run in registers it with them, and the others find it so)."""
+    """Refuse, before any run, points (each its file's name and its spec) that cannot all go side by side at
+    once, as `cclab bench sweep` runs them: each must be shareable(), and all must set an algorithm's tunables
+    alike, since the kernel's registry holds one setting per name (the first run in registers it with them, and
+    the others find it so).  A sweep's runs go by next_task() instead."""
     first: dict[str, dict[tuple[tuple[str, int], ...], str]] = {}  # algorithm -> each setting -> its first point
     for where, s in points:
         shareable(where, s)
-        for name in (n for n in s.algos if n in spec.CCLAB_ALGOS):
-            setting = tuple(sorted(algos.with_defaults(name, s.algo_params.get(name, {})).items()))
+        for name, setting in settings(s).items():
             first.setdefault(name, {}).setdefault(setting, where)
     for name, files in sorted(first.items()):
         if len(files) > 1:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller import cli
-from controller.experiment import campaign, sweep
+from controller.experiment import campaign, executors, sweep
 from controller.results import claims as claims_mod
 from controller.results import pool, rundir
 from controller.spec import sweep as sweep_spec
@@ -80,22 +81,25 @@ def test_the_repository_campaign_lists_sweeps_that_load() -> None:
         assert sweep_spec.load(p).points
 
 
-def test_sweeps_run_in_turn_and_a_stop_is_seen_between_runs(files: Path) -> None:
+def _fake_runs(ran: list[str], stop_after: int) -> Callable[..., tuple[int, str]]:
+    """A run that writes a complete run directory at once, and asks the campaign to stop at the `stop_after`th."""
+
+    def run(t: sweep.Task, *_: Any) -> tuple[int, str]:
+        _write_run(t)
+        ran.append(f"{t.runs_dir.parent.parent.name}/{t.key}")
+        if len(ran) == stop_after:
+            campaign.request_stop()
+        return 0, ""
+
+    return run
+
+
+def test_sweeps_run_in_turn_and_a_stop_is_seen_between_runs(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     specs = campaign.load(files)
     ran: list[str] = []
-    stop_after = 3
-
-    def fake(tasks: list[sweep.Task], started: Any, ended: Any) -> None:
-        for t in tasks:
-            started(t.key)
-            _write_run(t)
-            ran.append(f"{t.runs_dir.parent.parent.name}/{t.key}")
-            if len(ran) == stop_after:
-                campaign.STOP_FILE.parent.mkdir(parents=True, exist_ok=True)
-                campaign.STOP_FILE.write_text("")
-            ended(sweep.TaskResult(t.key, 0, ""))
-
-    execute = campaign.stoppable(fake, batch=1)
+    # one at a time: a run is `cclab run` of its point (run_cclab)
+    monkeypatch.setattr(executors, "run_cclab", lambda f, d, *a: _fake_runs(ran, 3)(sweep.Task(f.stem, f, d, False)))
+    execute = executors.side_by_side(1, stop=campaign.stop_requested)
     with campaign.claimed():
         done = campaign.run(specs, lambda sw, d: sweep.run(sw, d, execute))
     # the run under way when the stop came finished; nothing started after it, not even the next sweep
@@ -104,8 +108,23 @@ def test_sweeps_run_in_turn_and_a_stop_is_seen_between_runs(files: Path) -> None
     assert not campaign.STOP_FILE.exists() and not campaign.PID_FILE.exists()
     # run again: it goes on where it stopped, into the second sweep
     with campaign.claimed():
-        campaign.run(specs, lambda sw, d: sweep.run(sw, d, campaign.stoppable(fake, batch=1)))
+        campaign.run(specs, lambda sw, d: sweep.run(sw, d, execute))
     assert ran[3] == "one/p001-r1" and len(ran) == 20 and ran[10] == "two/p000-r0" and ran[-1] == "two/p001-r4"
+
+
+def test_a_stop_starts_no_run_beside_those_going(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Side by side the stop is seen before each start, not only between batches: the runs going finish."""
+    (one, _two) = campaign.load(files)
+    ran: list[str] = []
+    monkeypatch.setattr(executors, "_isolated_run", _fake_runs(ran, 3))
+    monkeypatch.setattr(executors, "shareable", lambda *_: None)  # no kernel state: the runs are fake
+    with campaign.claimed():
+        done = campaign.run([one], lambda sw, d: sweep.run(sw, d, executors.side_by_side(2, campaign.stop_requested)))
+    # two go at a time: the fourth may have started beside the third before it asked to stop, no later one did
+    assert set(ran[:2]) == {"one/p000-r0", "one/p001-r0"}, ran
+    assert set(ran[2:]) <= {"one/p000-r1", "one/p001-r1"} and len(ran) in (3, 4), ran
+    [(_, progress)] = done
+    assert progress.done == len(ran) < progress.total, progress
 
 
 def _first_sweep(spec: Path) -> tuple[Path, list[sweep.Task]]:

@@ -53,7 +53,6 @@ import tomllib
 
 from controller import spec, system
 from controller.experiment import executors, sweep
-from controller.experiment.sweep import Executor, Task, TaskResult
 from controller.results import claims as claims_mod
 from controller.results import pool, rundir
 from controller.results import verdicts as verdicts_mod
@@ -190,18 +189,6 @@ def claimed() -> Iterator[None]:
         PID_FILE.unlink(missing_ok=True)
 
 
-def stoppable(execute: Executor, batch: int, stop: Callable[[], bool] = stop_requested) -> Executor:
-    """`execute`, handed `batch` tasks at a time, with no new batch once `stop` says so."""
-
-    def run(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
-        for i in range(0, len(tasks), batch):
-            if stop():
-                return
-            execute(tasks[i : i + batch], started, ended)
-
-    return run
-
-
 def other_sources(sw: Sweep, sweep_dir: Path) -> dict[str, list[str]]:
     """The complete runs of `sweep_dir` made from other sources than this tree's: source hash -> their keys."""
     hashes: dict[str, str] = {}
@@ -241,7 +228,7 @@ def run(
     runs still to do that holds runs of other sources than this tree's is refused (a resumed sweep would count
     them among its n, where a report pools only one source hash), and so is a sweep to run more than one at a time
     (`at_a_time`) with a point that cannot go beside others (executors.shareable), which would otherwise stop the
-    campaign at that sweep's first batch, hours in."""
+    campaign at that sweep's first runs, hours in."""
     sweeps = [sweep_spec.load(p) for p in specs]
     for sw in sweeps:
         if at_a_time(sw) > 1:

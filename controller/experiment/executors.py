@@ -106,15 +106,21 @@ def vm(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskR
     _one_by_one(tasks, started, ended, in_vm=True)
 
 
-def side_by_side(jobs: int) -> Executor:
-    """Up to ``jobs`` runs at a time on this machine, each isolated (jobs 1: `local`, not isolated)."""
-    if jobs == 1:
-        return local
+def _never() -> bool:
+    return False
+
+
+def side_by_side(jobs: int, stop: Callable[[], bool] = _never) -> Executor:
+    """Up to ``jobs`` runs at a time on this machine, each isolated (jobs 1: as `local`, not isolated); none
+    starts once ``stop()`` says so (a campaign's stop: the runs going finish)."""
 
     def execute(tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None]) -> None:
+        if jobs == 1:
+            _one_by_one(tasks, started, ended, in_vm=False, stop=stop)
+            return
         for name, s in loaded(t.spec_file for t in tasks):  # refused here, before any run, not once per run
             shareable(name, s)
-        run_side_by_side(tasks, started, ended, jobs)
+        run_side_by_side(tasks, started, ended, jobs, stop)
 
     return execute
 
@@ -125,13 +131,17 @@ def _isolated_run(t: Task) -> tuple[int, str]:
 
 
 def run_side_by_side(
-    tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None], jobs: int
+    tasks: list[Task],
+    started: Callable[[str], None],
+    ended: Callable[[TaskResult], None],
+    jobs: int,
+    stop: Callable[[], bool] = _never,
 ) -> None:
     """Up to ``jobs`` isolated runs at a time (also at jobs 1), in the tasks' order as far as the kernel's algorithm
     registry allows: a run goes only beside runs that set its algorithms' tunables alike (it holds one setting per
     name), so the next task to go is the first that agrees with every run going, and a sweep whose points set
-    them apart goes point by point (next_task).  The callbacks run on this thread; each run waits on a thread of
-    its own (its parent, for pdeathsig)."""
+    them apart goes point by point (next_task).  None starts once ``stop()`` says so.  The callbacks run on this
+    thread; each run waits on a thread of its own (its parent, for pdeathsig)."""
     todo = list(tasks)
     tunables = {t.key: settings(spec.load(t.spec_file)) for t in tasks}
     going: dict[Future[tuple[int, str]], Task] = {}
@@ -140,6 +150,9 @@ def run_side_by_side(
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cclab-run") as pool:
         while going or (todo and not interrupted):
             while todo and not interrupted and len(going) < jobs:
+                if stop():
+                    todo.clear()
+                    break
                 i = next_task([tunables[t.key] for t in todo], [tunables[t.key] for t in going.values()])
                 if i is None:
                     break  # the next ones wait for the runs going to end and unregister their setting
@@ -283,9 +296,16 @@ def shared_kernel_state(spec_file: Path) -> Iterator[None]:
 
 
 def _one_by_one(
-    tasks: list[Task], started: Callable[[str], None], ended: Callable[[TaskResult], None], *, in_vm: bool
+    tasks: list[Task],
+    started: Callable[[str], None],
+    ended: Callable[[TaskResult], None],
+    *,
+    in_vm: bool,
+    stop: Callable[[], bool] = _never,
 ) -> None:
     for t in tasks:
+        if stop():
+            return
         started(t.key)
         rc, error = run_cclab(t.spec_file, t.runs_dir, t.plots, in_vm)
         ended(TaskResult(t.key, rc, error))

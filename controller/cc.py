@@ -234,9 +234,21 @@ def registered_params(n: str) -> dict[str, int] | None:
 
 
 def _struct_ops_rodata(n: str) -> dict[str, int] | None:
-    """The .rodata variables of the programs of struct_ops `n` (bpftool's BTF-formatted dump), or None."""
+    """The .rodata variables of the programs of struct_ops `n` as registered now (bpftool's BTF-formatted dump),
+    or None.  Only the map in use counts: an unregistered one of the same name lives on, to be freed, while
+    sockets that ran it still hold it (a run's, killed with its namespaces: minutes, measured), and its
+    tunables are an earlier run's."""
     dumped = _bpftool_json(["struct_ops", "dump", "name", n])
-    prog_ids = sorted({int(i) for i in re.findall(r"/prog_id:(\d+)", json.dumps(dumped))}) if dumped else []
+    in_use = [
+        value
+        for entry in dumped or []
+        if isinstance(entry, dict)
+        for key, value in entry.items()
+        if key.startswith("bpf_struct_ops_")
+        and isinstance(value, dict)
+        and value.get("common", {}).get("state") == "BPF_STRUCT_OPS_STATE_INUSE"
+    ]
+    prog_ids = sorted({int(i) for i in re.findall(r"/prog_id:(\d+)", json.dumps(in_use))})
     if not prog_ids:
         return None
     prog = _bpftool_json(["prog", "show", "id", str(prog_ids[0])])

@@ -190,6 +190,35 @@ TUNED: dict[str, Any] = {
 }
 
 
+def test_tunables_are_read_from_the_registered_algorithm_not_one_unregistered_beside_it() -> None:
+    """An algorithm unregistered while a socket still runs it stays in the kernel, named as before, until the
+    socket goes (a run killed with its namespaces leaves such sockets for minutes); the next run registers it
+    anew with its own tunables, and those are the ones read back, not the unregistered copy's."""
+    import socket
+
+    before = {"alpha": 4, "alpha_adapt": 1, "per_ack": 0}
+    now = {"alpha": 8, "alpha_adapt": 0, "per_ack": 1}
+    srv = socket.create_server(("127.0.0.1", 0))
+    cc.load(["logwestwood"], {"logwestwood": before})
+    try:
+        holder = socket.socket()
+        holder.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"logwestwood")
+        holder.connect(srv.getsockname())
+        peer, _ = srv.accept()
+        cc.unload(["logwestwood"])
+        assert "logwestwood" not in cc.available() and cc.registered_params("logwestwood") is None
+        dump = subprocess.run(["bpftool", "struct_ops", "list"], capture_output=True, text=True).stdout
+        assert "logwestwood" in dump, f"the unregistered copy went at once: this test no longer tries the case\n{dump}"
+        cc.load(["logwestwood"], {"logwestwood": now})
+        assert cc.registered_params("logwestwood") == now
+        assert cc.unsettable("logwestwood", now) is None
+    finally:
+        cc.unload(["logwestwood"])
+        for sk in (locals().get("holder"), locals().get("peer"), srv):
+            if sk is not None:
+                sk.close()
+
+
 def test_algorithm_tunables_reach_the_kernel(tmp_path: Path) -> None:
     """[algorithms.logwestwood] alpha = 8, alpha_adapt = 0: the algorithm registered for the run exports alpha = 8
     (default 4) at every poll, through losses that would move an adaptive alpha, and the manifest records the

@@ -249,14 +249,14 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     listed = campaign.jobs(Path(args.file))
     if args.campaign_cmd == "save":
         for sv in campaign.save(specs):
-            name, a = sv.state.name, sv.archive
+            name = sv.state.name
             for m in sv.moved:
                 out.print(f"{name}: its archive's runs of another source moved to {system.shown(m)}", highlight=False)
-            if a is None:
+            if not sv.parts:
                 out.print(f"{name}: its {sv.state.complete} runs are archived already", highlight=False)
-            else:
+            for a, n in sv.parts:
                 size = a.stat().st_size / 1e6
-                out.print(f"{name}: {sv.new} runs -> {system.shown(a)} ({size:.2f} MB)", highlight=False)
+                out.print(f"{name}: {n} runs -> {system.shown(a)} ({size:.2f} MB)", highlight=False)
         return 0
     if args.campaign_cmd == "report":
         rows = campaign.verdict_rows(specs, plots=not args.no_plots)
@@ -819,7 +819,10 @@ def parser() -> argparse.ArgumentParser:
     for name, text in (
         ("run", "run the campaign's sweeps in turn (resumes)"),
         ("status", "runs complete, fidelity failures and hours left, per sweep"),
-        ("save", "pack each sweep's complete runs into results/reference/campaign/<sweep>.tar.xz"),
+        (
+            "save",
+            "pack each sweep's new complete runs into results/reference/campaign/<sweep>[.K].tar.xz (45 MB parts)",
+        ),
         ("restore", "unpack those archives into sweep directories that hold no run yet"),
         ("report", "report each sweep from its archive and print every claim's verdict, n and fidelity passes"),
     ):

@@ -245,7 +245,7 @@ def test_save_then_restore_carries_a_campaign_to_a_new_checkout(
     assert (st.complete, st.total) == (5, 10) and sweep.pending(sw, st.dir)[0].key == "p001-r2"
     listed = json.loads((st.dir / "sweep.json").read_text())["points"]
     assert sum(pt["run_dir"] is not None for pt in listed) == 5
-    assert campaign.save([one]) == [campaign.Saved(st, None, 0, [])]  # restored runs are archived already
+    assert campaign.save([one]) == [campaign.Saved(st, [], [])]  # restored runs are archived already
     assert campaign.restore([one]) == [("one", f"kept {st.dir}: it holds 5 complete runs already")]
 
 
@@ -272,19 +272,19 @@ def test_save_never_drops_runs(files: Path, tmp_path: Path, monkeypatch: pytest.
     old_hash = "53eff6a0fc9b" + "0" * 52
     d = _runs(one, 2, old_hash)
     a = campaign.archive("one")
-    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), a, 2, [])]
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), [(a, 2)], [])]
     shutil.rmtree(d)  # the sources changed: the sweep starts over
     _runs(one, 3)
     (saved,) = campaign.save([one])
     moved = tmp_path / "reference/superseded/one-53eff6a0fc9b.tar.xz"
     assert saved.moved == [campaign.superseded("one", old_hash)] == [moved] and moved.exists()
-    assert (saved.archive, saved.new) == (a, 3)
+    assert (saved.parts, saved.new) == ([(a, 3)], 3)
     first = a.read_bytes()
     _runs(one, 1)
     a2 = tmp_path / "reference/one.2.tar.xz"
-    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), a2, 1, [])]
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), [(a2, 1)], [])]
     assert a.read_bytes() == first and campaign.archives("one") == [a, a2]
-    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), None, 0, [])]  # nothing new
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), [], [])]  # nothing new
     with pool.unpacked([a, a2]) as dirs:  # what a report reads: the parts together, each run once
         runs = pool.collect([d for ds in dirs for d in ds]).runs
     assert sorted(r.point["key"] for r in runs) == ["p000-r0", "p000-r1", "p001-r0", "p001-r1"]
@@ -294,6 +294,40 @@ def test_save_never_drops_runs(files: Path, tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(SweepError, match=lacks):
         campaign.save([one])
     assert campaign.archives("one") == [a, a2] and a.read_bytes() == first
+
+
+def test_a_save_of_many_runs_writes_parts_no_heavier_than_the_limit(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs beyond PART_RAW_BYTES of files go into the next part; a part packed above PART_MAX_BYTES is packed again
+    as two halves; the parts together hold every run once, in order, and a report pools them all."""
+    one, _two = campaign.load(files)
+    monkeypatch.setattr(campaign, "ARCHIVES", tmp_path / "reference")
+    d = _runs(one, 7)
+    run_files = [
+        d / pt["run_dir"] / x
+        for pt in json.loads((d / "sweep.json").read_text())["points"]
+        if pt["run_dir"]
+        for x in pool.RUN_FILES
+    ]
+    per_run = sum(f.stat().st_size for f in run_files if f.exists()) // 7
+    monkeypatch.setattr(campaign, "PART_RAW_BYTES", 3 * per_run + per_run // 2)  # three runs a part, by their files
+    (saved,) = campaign.save([one])
+    assert [n for _, n in saved.parts] == [3, 3, 1] and saved.new == 7
+    assert (
+        [a for a, _ in saved.parts] == campaign.archives("one") == [campaign.archive("one", part=k) for k in (1, 2, 3)]
+    )
+    lightest_of_three = min(a.stat().st_size for a, n in saved.parts if n == 3)
+    shutil.rmtree(campaign.ARCHIVES)
+    monkeypatch.setattr(campaign, "PART_MAX_BYTES", lightest_of_three - 1)  # three runs are too heavy, two are not
+    (saved,) = campaign.save([one])
+    assert [n for _, n in saved.parts] == [1, 2, 1, 2, 1]
+    assert all(a.stat().st_size <= campaign.PART_MAX_BYTES for a, _ in saved.parts)
+    assert sorted(campaign.ARCHIVES.iterdir()) == sorted(a for a, _ in saved.parts)  # none left of a repacked group
+    with pool.unpacked(campaign.archives("one")) as dirs:
+        runs = pool.collect([d for ds in dirs for d in ds]).runs
+    keys = [r.point["key"] for r in runs]
+    assert sorted(keys) == sorted(set(keys)) and len(keys) == 7
 
 
 def test_a_campaign_run_restores_only_what_it_can_go_on_from(

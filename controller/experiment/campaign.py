@@ -23,8 +23,9 @@ runs at a time on a machine (its pid is in /run/cclab/campaign.pid).
 A campaign outlives the machine it ran on: ``save`` packs each sweep's
 complete runs into the repository (results/reference/campaign/<sweep>.tar.xz,
 what a report needs: the reference archives of `cclab report --pack`), each
-later save only the runs made since, as a new part (<sweep>.2.tar.xz, ...), so
-that a sitting's runs are kept as soon as they are committed; ``restore``
+later save only the runs made since, as new parts (<sweep>.2.tar.xz, ...), so
+that a sitting's runs are kept as soon as they are committed (no part above
+PART_MAX_BYTES: a save of many runs writes several); ``restore``
 unpacks all the parts into the sweep directories of a new checkout, where
 ``run`` goes on from them.
 
@@ -66,6 +67,11 @@ ARCHIVES = system.REPO / "results" / "reference" / "campaign"
 CAMPAIGN_SUFFIX = ".campaign.toml"
 #: the papers at their own scale
 DEFAULT = system.REPO / "experiments" / f"papers{CAMPAIGN_SUFFIX}"
+#: the most one part of a sweep's archive weighs (git hosts warn above 50 MB and refuse above 100 MB)
+PART_MAX_BYTES = 45_000_000
+#: the run files (pool.RUN_FILES, unpacked) a save puts into one part: they pack about 5.6 to 1 (lwp_flows'
+#: 30-flow runs), so a part comes out near 35 MB; one that comes out above PART_MAX_BYTES is packed again in halves
+PART_RAW_BYTES = 200_000_000
 PID_FILE = system.RUN_STATE / "campaign.pid"
 STOP_FILE = system.RUN_STATE / "campaign.stop"
 
@@ -296,16 +302,20 @@ class Saved:
     """One sweep `save` looked at."""
 
     state: SweepState
-    archive: Path | None
-    """The part it wrote (None: every run was archived already)."""
-    new: int
-    """The runs in that part."""
+    parts: list[tuple[Path, int]]
+    """Each part it wrote and the runs in it (none: every run was archived already)."""
     moved: list[Path]
     """Where the archive's parts went when they held runs of another source than the ones saved."""
 
+    @property
+    def new(self) -> int:
+        """The runs it added."""
+        return sum(n for _, n in self.parts)
+
 
 def save(specs: list[Path], under: Path | None = None) -> list[Saved]:
-    """Add every sweep's complete runs that its archive lacks to it, as a new part; the sweeps with complete runs.
+    """Add every sweep's complete runs that its archive lacks to it, as new parts (`_pack_parts`); the sweeps with
+    complete runs.
     Runs are never lost: an archive of another source than the directory's runs moves under superseded/ (named by
     its source hash) and the directory's runs start a new one; an archive holding runs of the directory's source
     that the directory lacks (a new checkout not restored) is refused."""
@@ -334,10 +344,35 @@ def save(specs: list[Path], under: Path | None = None) -> list[Saved]:
                     f"{st.name}: its archive holds {len(lacking)} runs {st.dir} lacks ({lacking[0]}"
                     f"{', ...' if len(lacking) > 1 else ''}): `cclab campaign restore` first (a save never drops runs)"
                 )
-        new = set(have) - set(archived)
-        part = archive(st.name, under, len(held) + 1)
-        saved.append(Saved(st, pool.pack([st.dir], part, only=new) if new else None, len(new), moved))
+        new = sorted(set(have) - set(archived))
+        saved.append(Saved(st, _pack_parts(st.dir, st.name, under, len(held) + 1, new), moved))
     return saved
+
+
+def _pack_parts(sweep_dir: Path, name: str, under: Path | None, first: int, runs: list[str]) -> list[tuple[Path, int]]:
+    """The runs (under ``sweep_dir``) packed into parts ``first``, ``first`` + 1, ... of sweep `name`'s archive, in
+    order, PART_RAW_BYTES of run files at most in each; a part above PART_MAX_BYTES is packed again as two halves
+    (one run alone is packed whatever it weighs); each part and its runs.  A save cut short leaves whole parts
+    (pool.pack writes each under another name first): the next save adds the rest."""
+    groups: list[list[str]] = []
+    size = 0
+    for r in runs:
+        n = sum(f.stat().st_size for f in (sweep_dir / r / x for x in pool.RUN_FILES) if f.exists())
+        if not groups or (groups[-1] and size + n > PART_RAW_BYTES):
+            groups.append([])
+            size = 0
+        groups[-1].append(r)
+        size += n
+    parts: list[tuple[Path, int]] = []
+    while groups:
+        g = groups.pop(0)
+        a = pool.pack([sweep_dir], archive(name, under, first + len(parts)), only=g)
+        if a.stat().st_size > PART_MAX_BYTES and len(g) > 1:
+            a.unlink()
+            groups[:0] = [g[: len(g) // 2], g[len(g) // 2 :]]
+        else:
+            parts.append((a, len(g)))
+    return parts
 
 
 def restore(specs: list[Path], under: Path | None = None, *, this_tree: bool = False) -> list[tuple[str, str]]:

@@ -259,7 +259,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
                 out.print(f"{name}: {n} runs -> {system.shown(a)} ({size:.2f} MB)", highlight=False)
         return 0
     if args.campaign_cmd == "report":
-        rows = campaign.verdict_rows(specs, plots=not args.no_plots)
+        rows = campaign.verdict_rows(specs, plots=not args.no_plots, again=args.again)
         text = campaign.table(rows)
         if args.write:
             campaign.write_table(Path(args.write), text)
@@ -308,17 +308,20 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     def run_sweep(sw: sweep_spec.Sweep, d: Path) -> sweep.Progress:
         n = jobs_of(sw)
         err.print(f"campaign: {sw.name}, {n} run{'s' if n > 1 else ''} at a time", highlight=False)
-        execute = executors.side_by_side(n, stop=campaign.stop_requested)
+        execute = executors.side_by_side(n, stop=campaign.should_stop)
         return _sweep_live(sw, d, execute, "local", plots=False, no_live=args.no_live)
 
+    if why := campaign.tree_changed():
+        raise sweep_spec.SweepError(f"campaign: {why}: commit them or make them in another worktree, then run again")
     with campaign.claimed():
         for name, what in campaign.restore(specs, this_tree=True):
             err.print(f"campaign: {name}: {what}", highlight=False)
-        done = campaign.run(specs, run_sweep, at_a_time=jobs_of)
+        done = campaign.run(specs, run_sweep, stop=campaign.should_stop, at_a_time=jobs_of)
     stopped = len(done) < len(specs) or any(p.skipped + p.done < p.total for _, p in done)
+    why = campaign.tree_changed()
     out.print(
-        f"campaign: {'stopped on request' if stopped else 'every sweep ran'}; `cclab campaign status` "
-        "says how far each has got",
+        f"campaign: {('stopped: ' + why) if why else 'stopped on request' if stopped else 'every sweep ran'}; "
+        "`cclab campaign status` says how far each has got",
         highlight=False,
     )
     return 0 if not any(p.failed for _, p in done) else 1
@@ -846,6 +849,11 @@ def parser() -> argparse.ArgumentParser:
                 help="put the table into MD between its two marker lines (EXPERIMENTS.md) instead of printing it",
             )
             c.add_argument("--no-plots", action="store_true", help="the tables and verdicts of each report, no PNGs")
+            c.add_argument(
+                "--again",
+                action="store_true",
+                help="report every sweep again, also one whose report was made from today's archives, claims and code",
+            )
         if name == "status":
             c.add_argument(
                 "--jobs", type=int, default=1, metavar="N", help="as `run --jobs`, for the hours at a time (default 1)"

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controller import cli
+from controller import cli, system
 from controller.experiment import campaign, executors, sweep
 from controller.results import claims as claims_mod
 from controller.results import pool, rundir
@@ -348,19 +349,65 @@ def test_a_campaign_run_restores_only_what_it_can_go_on_from(
     assert campaign.state(two).complete == 0
 
 
-def test_experiments_md_holds_the_table_the_archives_give(tmp_path: Path) -> None:
-    """EXPERIMENTS.md's campaign table is what `cclab campaign report` makes of the committed archives: every claim
-    of the campaign's claims files, judged on its sweep's archive alone (n = 0 where the sweep has none)."""
-    for a in campaign.ARCHIVES.glob("*.tar.xz"):
-        shutil.copy(a, tmp_path / a.name)
+def test_a_campaign_refuses_a_changed_tree_and_stops_when_the_tree_changes(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run from a tree with uncommitted changes records `git describe --dirty` and no report pools it: the
+    campaign refuses to start on such a tree, in one line, and stops before its next run once the tree changes."""
+    repo = tmp_path / "tree"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (repo / "f").write_text("one\n")
+    for argv in (["init", "-q"], ["add", "f"], ["commit", "-qm", "f"]):
+        subprocess.run([*git, *argv], check=True)
+    monkeypatch.setattr(system, "REPO", repo)
+    assert campaign.tree_changed() is None and not campaign.should_stop()
+    (repo / "f").write_text("two\n")
+    assert "uncommitted changes (git describe: " in (campaign.tree_changed() or "") and campaign.should_stop()
+    assert cli.main(["campaign", "run", str(files)]) == 2
+    err = capsys.readouterr().err
+    assert "work tree has uncommitted changes" in err and "another worktree" in err and len(err.splitlines()) == 1
+    assert campaign.running() is None and not campaign.state(campaign.load(files)[0]).dir.exists()
+
+
+def test_experiments_md_holds_the_table_the_archives_give() -> None:
+    """EXPERIMENTS.md's campaign table is what `cclab campaign report` made of the committed archives as they are
+    (each report carries its inputs' digests): every claim of the campaign's claims files, judged on its sweep's
+    archive alone (n = 0 where the sweep has none)."""
     specs = campaign.load(campaign.DEFAULT)
-    rows = campaign.verdict_rows(specs, under=tmp_path, plots=False)
+    rows = campaign.judged_rows(specs)
     claims = [c for p in specs if (f := p.with_name(p.stem + ".claims.toml")).exists() for c in claims_mod.parse(f)]
     assert [r["claim"] for r in rows] == [c.id for c in claims]
     assert {r["verdict"] for r in rows} <= {"holds", "does not hold", "inconclusive"}
-    assert all(r["n"] == "0" for r in rows if not (tmp_path / f"{r['sweep']}.tar.xz").exists())
+    assert all(r["n"] == "0" for r in rows if not campaign.archives(r["sweep"]))
     shown = campaign.table_in(REPO / "EXPERIMENTS.md")
     assert shown == campaign.table(rows), "EXPERIMENTS.md is behind: cclab campaign report --write EXPERIMENTS.md"
+
+
+#: the committed report made again from its archives: lwp_recovery's (two parts, 5 MB, claims with a warm-up)
+AGAIN = "lwp_recovery"
+
+
+def test_a_committed_report_is_what_its_archives_give_and_is_refused_once_they_change(tmp_path: Path) -> None:
+    """One sweep's committed report, made again from its archives alone, judges as committed and from the same
+    inputs; reporting again leaves it as it is, and a part saved after it makes the committed table refused."""
+    spec_path = next(p for p in campaign.load(campaign.DEFAULT) if sweep_spec.load(p).name == AGAIN)
+    held = campaign.archives(AGAIN)
+    assert len(held) > 1
+    committed = campaign.judged_rows([spec_path])
+    assert all(r["n"] != "0" for r in committed)
+    for a in held:
+        shutil.copy(a, tmp_path / a.name)
+    assert campaign.verdict_rows([spec_path], under=tmp_path, plots=False) == committed
+    made_from = (held[0].parent / AGAIN / campaign.DIGESTS).read_text()
+    assert (tmp_path / AGAIN / campaign.DIGESTS).read_text() == made_from
+    assert "controller/results/report.py" in made_from and spec_path.stem + ".claims.toml" in made_from
+    (tmp_path / AGAIN / "verdicts.csv").write_text("claim\n")  # what a report made now would not write
+    campaign.verdict_rows([spec_path], under=tmp_path, plots=False)
+    assert (tmp_path / AGAIN / "verdicts.csv").read_text() == "claim\n"  # its inputs unchanged: not made again
+    shutil.copy(held[-1], campaign.archive(AGAIN, tmp_path, part=len(held) + 1))  # a later save's part
+    with pytest.raises(SweepError, match="other archives, claims or code than today's: run `cclab campaign report`"):
+        campaign.judged_rows([spec_path], under=tmp_path)
 
 
 def test_the_table_goes_between_its_markers_or_is_refused(tmp_path: Path) -> None:

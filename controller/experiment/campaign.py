@@ -30,17 +30,21 @@ unpacks all the parts into the sweep directories of a new checkout, where
 ``run`` goes on from them.
 
 ``verdict_rows`` reports every sweep from its archive alone (results/reference/
-campaign/<sweep>/, as `cclab report --from-reference` writes it) and gathers
-the verdicts of all the claims files into one table, each claim with its n,
-run length and fidelity pass count; a sweep with no archive yet gives its
-claims no run (n = 0: inconclusive).  ``table`` writes it as Markdown, and
-``write_table`` puts it into EXPERIMENTS.md between two markers, so the table
-there is what the repository's archives say.
+campaign/<sweep>/, as `cclab report --from-reference` writes it, with the
+SHA-256 of its inputs beside it) and gathers the verdicts of all the claims
+files into one table, each claim with its n, run length and fidelity pass
+count; a sweep with no archive yet gives its claims no run (n = 0:
+inconclusive).  A report made from today's inputs is not made again.
+``judged_rows`` gathers the same table from the reports as they are, reading
+no run, and refuses a report whose inputs have changed since.  ``table`` writes
+it as Markdown, and ``write_table`` puts it into EXPERIMENTS.md between two
+markers, so the table there is what the repository's archives say.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -154,6 +158,19 @@ def _fidelity_ok(run_dir: Path) -> bool:
 
 def stop_requested() -> bool:
     return STOP_FILE.exists()
+
+
+def tree_changed() -> str | None:
+    """Why a run started now would not pool (a report pools runs of a clean tree only), or None."""
+    rev = rundir.git_revision()
+    if rev.endswith("-dirty") or rev == "unknown":
+        return f"the work tree has uncommitted changes (git describe: {rev}), so a run from it would not pool"
+    return None
+
+
+def should_stop() -> bool:
+    """Before each run: a stop was asked for, or the tree has changed since the campaign started."""
+    return stop_requested() or tree_changed() is not None
 
 
 def request_stop() -> int | None:
@@ -416,29 +433,56 @@ TABLE_BEGIN = "<!-- the campaign's verdicts: written by `cclab campaign report -
 TABLE_END = "<!-- end of the campaign's verdicts -->"
 
 
-def verdict_rows(specs: list[Path], under: Path | None = None, *, plots: bool = True) -> list[dict[str, str]]:
-    """Every claim of every sweep's claims file, judged on the sweep's archive (its report written beside the
-    archive, under `under`), in campaign order; verdicts.csv's columns plus `sweep`.  A sweep without an archive,
-    or whose archive pools no run, gives each of its claims n = 0 (inconclusive), as the rule would."""
+def verdict_rows(
+    specs: list[Path], under: Path | None = None, *, plots: bool = True, again: bool = False
+) -> list[dict[str, str]]:
+    """Every sweep with a claims file and an archive reported from its archive alone (its report written beside the
+    archive, under `under`, with the digests of what it was made from), then `judged_rows`.  A sweep whose report
+    was made from what it would be made from now is left as it is, unless `again`."""
     from controller.results import report
 
+    for p in specs:
+        sw = sweep_spec.load(p)
+        held = archives(sw.name, under)
+        if not _claims_file(p).exists() or not held:
+            continue
+        dest = held[0].parent / sw.name
+        inputs = _digests(p, held)
+        if not again and _made_from(dest) == inputs:
+            continue
+        for stale in ("verdicts.csv", DIGESTS):  # an earlier report's: judged now, or not at all
+            (dest / stale).unlink(missing_ok=True)
+        with pool.unpacked(held) as dirs:
+            names = pool.labels([Path(system.shown(a)) for a in held], dirs)
+            try:
+                report.write([d for ds in dirs for d in ds], dest, labels=names, plots=plots)
+            except SweepError:
+                pass  # no run pooled yet (no report): no verdicts.csv, judged as unrun
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / DIGESTS).write_text(inputs)
+    return judged_rows(specs, under)
+
+
+def judged_rows(specs: list[Path], under: Path | None = None) -> list[dict[str, str]]:
+    """Every claim of every sweep's claims file, in campaign order, as the sweep's report beside its archive judged
+    it (verdicts.csv's columns plus `sweep`); a sweep without an archive, or whose archive pools no run, gives each
+    of its claims n = 0 (inconclusive), as the rule would.  Reads no run: SweepError if a report was made from
+    other inputs than today's (a part saved since, the claims, the spec or the report's code changed)."""
     rows: list[dict[str, str]] = []
     for p in specs:
         sw = sweep_spec.load(p)
-        claims_file = p.with_name(p.name.removesuffix(".toml") + claims_mod.CLAIMS_SUFFIX)
+        claims_file = _claims_file(p)
         if not claims_file.exists():
             continue
         held = archives(sw.name, under)
         judged: list[dict[str, str]] = []
         if held:
             dest = held[0].parent / sw.name
-            (dest / "verdicts.csv").unlink(missing_ok=True)  # an earlier report's: judged now, or not at all
-            with pool.unpacked(held) as dirs:
-                names = pool.labels([Path(system.shown(a)) for a in held], dirs)
-                try:
-                    report.write([d for ds in dirs for d in ds], dest, labels=names, plots=plots)
-                except SweepError:
-                    pass  # no run pooled yet: no verdicts.csv, judged as unrun below
+            if _made_from(dest) != _digests(p, held):
+                raise SweepError(
+                    f"{system.shown(dest)} was made from other archives, claims or code than today's: "
+                    "run `cclab campaign report`"
+                )
             if (dest / "verdicts.csv").exists():
                 with (dest / "verdicts.csv").open() as f:
                     judged = list(csv.DictReader(f))
@@ -446,6 +490,35 @@ def verdict_rows(specs: list[Path], under: Path | None = None, *, plots: bool = 
             judged = [_unrun(c) for c in claims_mod.parse(claims_file)]
         rows += [{"sweep": sw.name, **r} for r in judged]
     return rows
+
+
+#: beside a sweep's report: the SHA-256 of each input it was made from (sha256sum's format): the archive's parts,
+#: the files beside the spec that share its stem (the spec, its claims, the paper's numbers) and the report's code
+DIGESTS = "inputs.sha256"
+#: the code that makes a report from runs
+REPORT_CODE = system.REPO / "controller" / "results"
+
+
+def _digests(spec_path: Path, held: list[Path]) -> str:
+    beside = sorted(spec_path.parent.glob(f"{spec_path.stem}.*"))
+    code = sorted(REPORT_CODE.glob("*.py"))
+    lines = []
+    for f, shown in [(a, a.name) for a in held] + [(f, system.shown(f)) for f in beside + code]:
+        h = hashlib.sha256()
+        with f.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        lines.append(f"{h.hexdigest()}  {shown}\n")
+    return "".join(lines)
+
+
+def _made_from(report_dir: Path) -> str | None:
+    f = report_dir / DIGESTS
+    return f.read_text() if f.exists() else None
+
+
+def _claims_file(spec_path: Path) -> Path:
+    return spec_path.with_name(spec_path.name.removesuffix(".toml") + claims_mod.CLAIMS_SUFFIX)
 
 
 def _unrun(c: claims_mod.Claim) -> dict[str, str]:

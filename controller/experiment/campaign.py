@@ -502,14 +502,8 @@ REPORT_CODE = system.REPO / "controller" / "results"
 def _digests(spec_path: Path, held: list[Path]) -> str:
     beside = sorted(spec_path.parent.glob(f"{spec_path.stem}.*"))
     code = sorted(REPORT_CODE.glob("*.py"))
-    lines = []
-    for f, shown in [(a, a.name) for a in held] + [(f, system.shown(f)) for f in beside + code]:
-        h = hashlib.sha256()
-        with f.open("rb") as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
-        lines.append(f"{h.hexdigest()}  {shown}\n")
-    return "".join(lines)
+    named = [(a, a.name) for a in held] + [(f, system.shown(f)) for f in beside + code]
+    return "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {shown}\n" for f, shown in named)
 
 
 def _made_from(report_dir: Path) -> str | None:

@@ -318,10 +318,10 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
             err.print(f"campaign: {name}: {what}", highlight=False)
         done = campaign.run(specs, run_sweep, stop=campaign.should_stop, at_a_time=jobs_of)
     stopped = len(done) < len(specs) or any(p.skipped + p.done < p.total for _, p in done)
-    why = campaign.tree_changed()
+    why = campaign.tree_changed() if stopped else None
+    ended = f"stopped: {why}" if why else "stopped on request" if stopped else "every sweep ran"
     out.print(
-        f"campaign: {('stopped: ' + why) if why else 'stopped on request' if stopped else 'every sweep ran'}; "
-        "`cclab campaign status` says how far each has got",
+        f"campaign: {ended}; `cclab campaign status` says how far each has got",
         highlight=False,
     )
     return 0 if not any(p.failed for _, p in done) else 1

@@ -20,6 +20,7 @@ from controller.experiment import executors, sweep
 from tests.conftest import CCLAB, REPO, loss_interval
 from tests.test_run import TUNED, _csv
 from tests.test_sweep import _complete_runs, _raw, _toml
+from tests.timing import TRIED_AGAIN
 
 
 @pytest.mark.parametrize(
@@ -115,8 +116,16 @@ def test_runs_side_by_side_each_read_their_own_algorithm_state(tmp_path: Path) -
     raw["duration_s"] = 8
     spec_file = tmp_path / "coupled8.toml"
     spec_file.write_text(tomli_w.dumps(raw))
+    for attempt in range(1, JOIN_TRIES + 1):
+        (tmp_path / f"try{attempt}").mkdir()
+        runs = _side_by_side(spec_file, tmp_path / f"try{attempt}")
+        unjoined = {name: _unjoined(d) for name, d in runs.items() if _unjoined(d)}
+        if not unjoined or attempt == JOIN_TRIES:
+            break
+        # a join the kernel never completed is the run's own fidelity failure (cclab names it), not a mix-up
+        TRIED_AGAIN.append(f"side-by-side mptcp runs, try {attempt} of {JOIN_TRIES}: a subflow never joined {unjoined}")
     tokens: dict[str, set[int]] = {}
-    for name, run_dir in _side_by_side(spec_file, tmp_path).items():
+    for name, run_dir in runs.items():
         conns = json.loads((run_dir / "summary.json").read_text())["mptcp"]
         assert [c["id"] for c in conns] == ["f1", "f3"], conns
         for c in conns:
@@ -144,6 +153,17 @@ def test_sweep_with_two_jobs_completes_every_run(tmp_path: Path) -> None:
     assert len(_complete_runs(d)) == 4
     assert all(p["status"] == "complete" for p in json.loads((d / "sweep.json").read_text())["points"])
     assert _host_state() == before
+
+
+#: side-by-side mptcp runs made again where a subflow never joined its connection (a fidelity failure the run names)
+JOIN_TRIES = 2
+
+
+def _unjoined(run_dir: Path) -> list[str]:
+    """The run's failing `<flow>.subflows_carrying_data` fidelity checks: connections whose second subflow never
+    carried a byte, with cclab's note of why."""
+    checks = json.loads((run_dir / "summary.json").read_text())["fidelity"]["checks"]
+    return [f"{k}: {v.get('note')}" for k, v in checks.items() if k.endswith(".subflows_carrying_data") and not v["ok"]]
 
 
 def tomllib_load(path: Path) -> dict[str, Any]:

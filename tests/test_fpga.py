@@ -1,9 +1,13 @@
 """The FPGA element's cocotb testbenches (fpga/tb/<module>/), each built and run on Icarus through cocotb's
-runner: one pytest test per testbench, failing with the names of the cocotb tests that failed."""
+runner: one pytest test per testbench, failing with the names of the cocotb tests that failed.  The testbenches run
+side by side, one per core, each in a process of its own, from the module's first test on."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -37,39 +41,62 @@ def failed_tests(results: Path) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(
-    ("bench", "params"), BENCHES, ids=[b + "".join(f"-{k}={v}" for k, v in p.items()) for b, p in BENCHES]
-)
-def test_testbench(bench: str, params: dict[str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cocotb_tools.check_results import get_results
+#: testbenches simulated at once: each is one single-threaded simulator, so one per core
+WORKERS = max(1, min(len(BENCHES), os.cpu_count() or 1))
+
+
+def _ids(bench: str, params: dict[str, int]) -> str:
+    return bench + "".join(f"-{k}={v}" for k, v in params.items())
+
+
+def _simulate(bench: str, params: dict[str, int], where: Path) -> tuple[Path | None, str]:
+    """Builds and runs one testbench in a process of its own (the simulator's Python imports the test module and
+    cclab_model through this process's sys.path): its results file, or None with why there is none."""
+    import sys
+
     from cocotb_tools.runner import get_runner
 
-    # the simulator's Python imports the test module (and cclab_model) through this process's sys.path
-    monkeypatch.syspath_prepend(str(TB / bench))
-    monkeypatch.syspath_prepend(str(TB))
+    sys.path[:0] = [str(TB / bench), str(TB)]
     runner = get_runner("icarus")
     runner.build(
         sources=sorted(RTL.glob("*.v")),
         hdl_toplevel=bench,
         parameters=params,
-        build_dir=tmp_path / "build",
+        build_dir=where / "build",
         timescale=("1ns", "1ps"),
         always=True,
     )
-    results = tmp_path / "results.xml"
+    results = where / "results.xml"
     env = {f"PARAM_{k}": str(v) for k, v in params.items()}
     try:
         runner.test(
             test_module=f"test_{bench}",
             hdl_toplevel=bench,
-            build_dir=tmp_path / "build",
-            test_dir=tmp_path,
+            build_dir=where / "build",
+            test_dir=where,
             results_xml=str(results),
             extra_env={**env, "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING")},
         )
-    except SystemExit as exc:  # the runner exits under pytest when a cocotb test failed
+    except SystemExit as exc:  # the runner exits when a cocotb test failed
         if not results.exists():
-            pytest.fail(f"{bench}: the simulation ended without results (exit {exc.code})")
+            return None, f"{bench}: the simulation ended without results (exit {exc.code})"
+    return results, ""
+
+
+@pytest.fixture(scope="module")
+def simulations(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[tuple[Path | None, str]]]]:
+    """Every testbench started at once, WORKERS at a time, each in a process of its own: by its test id."""
+    with ProcessPoolExecutor(max_workers=WORKERS, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield {_ids(b, p): pool.submit(_simulate, b, p, tmp_path_factory.mktemp(_ids(b, p))) for b, p in BENCHES}
+
+
+@pytest.mark.parametrize(("bench", "params"), BENCHES, ids=[_ids(b, p) for b, p in BENCHES])
+def test_testbench(bench: str, params: dict[str, int], simulations: dict[str, Future[tuple[Path | None, str]]]) -> None:
+    from cocotb_tools.check_results import get_results
+
+    results, why = simulations[_ids(bench, params)].result()
+    if results is None:
+        pytest.fail(why)
     ran, failed = get_results(results)
     assert ran > 0, f"{bench}: no cocotb test ran"
     assert failed == 0, f"{bench}: {failed} of {ran} cocotb tests failed: {', '.join(failed_tests(results))}"

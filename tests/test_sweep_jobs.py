@@ -119,7 +119,7 @@ def test_runs_side_by_side_each_read_their_own_algorithm_state(tmp_path: Path) -
     for attempt in range(1, JOIN_TRIES + 1):
         (tmp_path / f"try{attempt}").mkdir()
         runs = _side_by_side(spec_file, tmp_path / f"try{attempt}")
-        unjoined = {name: _unjoined(d) for name, d in runs.items() if _unjoined(d)}
+        unjoined = {name: u for name, d in runs.items() if (u := _unjoined(d))}
         if not unjoined or attempt == JOIN_TRIES:
             break
         # a join the kernel never completed is the run's own fidelity failure (cclab names it), not a mix-up

@@ -335,7 +335,8 @@ def test_a_campaign_run_restores_only_what_it_can_go_on_from(
     files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`cclab campaign run` in a new checkout first restores the archives of this tree's sources (it goes on from
-    them); an archive of other sources stays where it is (the sweep starts over, and its next save supersedes it)."""
+    them); an archive of other sources stays where it is (the sweep starts over, and its next save supersedes it).
+    On the machine that made them, a directory of other sources' runs is kept, and what to do says so."""
     one, two = campaign.load(files)
     monkeypatch.setattr(campaign, "ARCHIVES", tmp_path / "reference")
     _runs(one, 2)
@@ -347,6 +348,10 @@ def test_a_campaign_run_restores_only_what_it_can_go_on_from(
         ("two", "left in its archive: runs of source 53eff6a0fc9b, not this tree's"),
     ]
     assert campaign.state(two).complete == 0
+    monkeypatch.setattr(sweep, "SWEEPS", tmp_path / "sweeps")
+    ((name, kept),) = campaign.restore([two], this_tree=True)
+    assert name == "two" and kept.startswith(f"kept {campaign.state(two).dir}: it holds 1 complete runs already (1 of ")
+    assert "other sources than this tree's" in kept and "move the directory aside" in kept
 
 
 def test_a_campaign_refuses_a_changed_tree_and_stops_when_the_tree_changes(

@@ -405,7 +405,13 @@ def restore(specs: list[Path], under: Path | None = None, *, this_tree: bool = F
             continue
         st = state(p)
         if st.complete:
-            done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already"))
+            other = (
+                f" ({st.other_sources} of other sources than this tree's: move the directory aside to run the "
+                "sweep on this tree)"
+                if st.other_sources
+                else ""
+            )
+            done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already{other}"))
             continue
         with pool.unpacked(held) as dirs:
             if this_tree:
@@ -441,13 +447,14 @@ def verdict_rows(
     was made from what it would be made from now is left as it is, unless `again`."""
     from controller.results import report
 
+    made: dict[Path, str] = {}
     for p in specs:
         sw = sweep_spec.load(p)
         held = archives(sw.name, under)
         if not _claims_file(p).exists() or not held:
             continue
         dest = held[0].parent / sw.name
-        inputs = _digests(p, held)
+        inputs = made[p] = _digests(p, held)
         if not again and _made_from(dest) == inputs:
             continue
         for stale in ("verdicts.csv", DIGESTS):  # an earlier report's: judged now, or not at all
@@ -460,14 +467,17 @@ def verdict_rows(
                 pass  # no run pooled yet (no report): no verdicts.csv, judged as unrun
         dest.mkdir(parents=True, exist_ok=True)
         (dest / DIGESTS).write_text(inputs)
-    return judged_rows(specs, under)
+    return judged_rows(specs, under, made)
 
 
-def judged_rows(specs: list[Path], under: Path | None = None) -> list[dict[str, str]]:
+def judged_rows(
+    specs: list[Path], under: Path | None = None, digests: dict[Path, str] | None = None
+) -> list[dict[str, str]]:
     """Every claim of every sweep's claims file, in campaign order, as the sweep's report beside its archive judged
     it (verdicts.csv's columns plus `sweep`); a sweep without an archive, or whose archive pools no run, gives each
     of its claims n = 0 (inconclusive), as the rule would.  Reads no run: SweepError if a report was made from
-    other inputs than today's (a part saved since, the claims, the spec or the report's code changed)."""
+    other inputs than today's (a part saved since, the claims, the spec or the report's code changed).  `digests`:
+    each spec's inputs as `verdict_rows` has just read them (the archives are hundreds of MB: read once)."""
     rows: list[dict[str, str]] = []
     for p in specs:
         sw = sweep_spec.load(p)
@@ -478,7 +488,7 @@ def judged_rows(specs: list[Path], under: Path | None = None) -> list[dict[str, 
         judged: list[dict[str, str]] = []
         if held:
             dest = held[0].parent / sw.name
-            if _made_from(dest) != _digests(p, held):
+            if _made_from(dest) != ((digests or {}).get(p) or _digests(p, held)):
                 raise SweepError(
                     f"{system.shown(dest)} was made from other archives, claims or code than today's: "
                     "run `cclab campaign report`"

@@ -405,13 +405,13 @@ def restore(specs: list[Path], under: Path | None = None, *, this_tree: bool = F
             continue
         st = state(p)
         if st.complete:
-            other = (
+            aside = (
                 f" ({st.other_sources} of other sources than this tree's: move the directory aside to run the "
                 "sweep on this tree)"
                 if st.other_sources
                 else ""
             )
-            done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already{other}"))
+            done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already{aside}"))
             continue
         with pool.unpacked(held) as dirs:
             if this_tree:

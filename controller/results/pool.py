@@ -17,7 +17,6 @@ import io
 import json
 import tarfile
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -254,7 +253,10 @@ def pack(sweep_dirs: list[Path], archive: Path, only: Collection[str] | None = N
                 m = {**m, "points": [pt if pt["run_dir"] in only else {**pt, "run_dir": None} for pt in m["points"]]}
                 data = json.dumps(m, indent=2).encode()
                 info = tarfile.TarInfo(f"d{k}/{MANIFEST}")
-                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+                # stamped as the directory's own sweep.json (what tar.add gives it above): the same runs pack to
+                # the same bytes at every save
+                info.size, info.mode = len(data), 0o644
+                info.mtime = int((d / MANIFEST).stat().st_mtime)
                 tar.addfile(info, io.BytesIO(data))
             tar.add(d / "points", f"d{k}/points")
             for pt in m["points"]:

@@ -6,7 +6,8 @@ sockets and pidfiles under /run/cclab), cclab-delay processes and their
 capture veth pairs, the dumbbell's switch bridges and veth ports, cclab's
 pinned BPF objects, and cclab's registered algorithms; for `switches = "ovs"`, the
 os-ken process, cclab's OVS bridges (also those added to an OVS the user runs, which
-is otherwise left alone) and the OVS daemons cclab started; the namespaces the
+is otherwise left alone), the OVS daemons cclab started and the bridge devices a
+killed ovs-vswitchd left; the namespaces the
 Vagrant test brings its box up in (with the libvirtd, virtlogd, dnsmasq and qemu
 inside them) and their state directories; the scratch directories a killed run
 or module build left in the temporary directory (cclab-p4-*, cclab-kmod-*); and it puts back
@@ -121,6 +122,14 @@ def remove_links() -> list[str]:
         if BRIDGE.match(dev) and Path(f"/sys/class/net/{dev}/bridge").exists():
             system.run(["ip", "link", "del", dev], check=False)
             removed.append(f"bridge {dev}")
+    # the userspace datapath's bridges are persistent taps: ovs-vswitchd removes them when it stops, and a
+    # vswitchd killed outright (SIGKILL, a machine's stop) leaves them; with no vswitchd left to own them
+    # (ovs.clean stopped cclab's) they are dead devices
+    if not any(argv and os.path.basename(argv[0]) == "ovs-vswitchd" for _, argv in _procs()):
+        for dev in sorted(os.listdir("/sys/class/net")):
+            if BRIDGE.match(dev) and Path(f"/sys/class/net/{dev}/tun_flags").exists():
+                system.run(["ip", "tuntap", "del", "dev", dev, "mode", "tap"], check=False)
+                removed.append(f"ovs bridge device {dev}")
     return removed
 
 

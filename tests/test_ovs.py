@@ -186,8 +186,9 @@ def test_parking_lot_on_ovs_with_the_users_app(tmp_path: Path) -> None:
 @pytest.mark.slow
 @needs_ovs
 def test_ctrl_c_leaves_nothing_and_clean_removes_a_killed_run(tmp_path: Path) -> None:
-    """SIGINT during traffic: no os-ken, no OVS daemons or bridges, nothing of Mininet.  SIGKILL: the
-    leftovers are there, and `cclab clean` removes them."""
+    """SIGINT during traffic: no os-ken, no OVS daemons or bridges, nothing of Mininet.  SIGKILL of the
+    controller and of ovs-vswitchd (as a machine's stop kills them): the leftovers are there, the userspace
+    bridges' persistent devices among them, and `cclab clean` removes them."""
     assert _ovs_leftovers() == [], "host not clean before the test"
     for sig in (signal.SIGINT, signal.SIGKILL):
         results = tmp_path / sig.name
@@ -202,6 +203,8 @@ def test_ctrl_c_leaves_nothing_and_clean_removes_a_killed_run(tmp_path: Path) ->
             time.sleep(0.05)
         time.sleep(3)
         proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            os.kill(int((ovs.OVS_STATE / "ovs-vswitchd.pid").read_text()), signal.SIGKILL)
         proc.communicate(timeout=40)
         if sig == signal.SIGINT:
             assert _ovs_leftovers() == [], "left behind after SIGINT"
@@ -210,6 +213,8 @@ def test_ctrl_c_leaves_nothing_and_clean_removes_a_killed_run(tmp_path: Path) ->
         else:
             left = _ovs_leftovers()
             assert any("controller.fabric.launch" in x for x in left), left
+            if not ovs.kernel_datapath():
+                assert "device s1" in left, left
             clean = subprocess.run([*CCLAB, "clean"], cwd=REPO, capture_output=True, text=True, timeout=60)
             assert clean.returncode == 0, clean.stderr
             assert _ovs_leftovers() == [], "cclab clean left these"

@@ -552,6 +552,7 @@ def _cmd_bench_sweep(args: argparse.Namespace) -> int:
         progress=lambda m: err.print(f"bench sweep: {m}", highlight=False),
         specs=specs,
         jobs=jobs,
+        keep=args.keep_failed,
     )
     if args.json:
         print(json.dumps(res))
@@ -990,6 +991,13 @@ def parser() -> argparse.ArgumentParser:
     bw.add_argument("--jobs", default="1,2,3", help="the N to measure, comma-separated (default 1,2,3)")
     bw.add_argument("--duration-s", type=float, default=20.0, help="seconds per run, replacing the spec's (default 20)")
     bw.add_argument("--runs", type=int, default=6, help="runs per spec and N (default 6; below N, N never has N going)")
+    bw.add_argument(
+        "--keep-failed",
+        type=Path,
+        metavar="DIR",
+        help="where the directories of the runs that failed stay, DIR/s<spec>-n<N>/r<i> (default "
+        "results/bench-sweep/<UTC time>; made only if one failed)",
+    )
     bw.set_defaults(func=_cmd_bench_sweep)
 
     k = sub.add_parser("cc", help="congestion-control algorithms: list, load, unload")

@@ -229,12 +229,21 @@ def test_bench_sweep_names_a_run_that_did_not_complete(tmp_path: Path, monkeypat
 
     def side_by_side(tasks: list[sweep.Task], started: Any, ended: Any, jobs: int) -> None:
         for t in tasks:
-            ended(sweep.TaskResult(t.key, 2, "cclab: iperf3 on h1 exited 1"))
+            if t.key == "r0":  # a run that began: its partial results stay to be read
+                (t.runs_dir / "t-r0").mkdir(parents=True)
+                ended(sweep.TaskResult(t.key, 2, f"f1: iperf3: interrupt (partial results in {t.runs_dir}/t-r0)"))
+            else:
+                ended(sweep.TaskResult(t.key, 2, "cclab: iperf3 on h1 exited 1"))
 
     monkeypatch.setattr(executors, "run_side_by_side", side_by_side)
-    m = bench_sweep._measure([tmp_path / "t.toml"], tmp_path / "out", 1, 2)
+    keep = tmp_path / "kept"
+    m = bench_sweep._measure([tmp_path / "t.toml"], tmp_path / "out", 1, 2, keep)
     assert (m["complete"], m["fidelity_ok"], m["pass_rate"]) == (0, 0, 0.0), m
-    assert m["failed"] == [f"r{i}: did not complete (exit 2: cclab: iperf3 on h1 exited 1)" for i in (0, 1)], m
+    assert m["failed"] == [
+        f"r0: did not complete (exit 2: f1: iperf3: interrupt (partial results in {keep}/r0/t-r0))",
+        "r1: did not complete (exit 2: cclab: iperf3 on h1 exited 1)",
+    ], m
+    assert (keep / "r0" / "t-r0").is_dir() and not (tmp_path / "out" / "r0").exists()
 
 
 def test_bench_sweep_takes_one_run_per_grid_point_of_a_sweep(tmp_path: Path) -> None:
@@ -255,7 +264,7 @@ def test_bench_sweep_of_a_spec_judges_every_run_at_every_n(tmp_path: Path) -> No
     before = _host_state()
     proc = subprocess.run(
         [*CCLAB, "bench", "sweep", "--spec", str(spec_file), "--jobs", "1,2", "--runs", "2", "--duration-s", "3"]
-        + ["--json"],
+        + ["--json", "--keep-failed", str(tmp_path / "kept")],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -269,6 +278,9 @@ def test_bench_sweep_of_a_spec_judges_every_run_at_every_n(tmp_path: Path) -> No
         assert (m["jobs"], m["complete"]) == (n, 2), m
         assert m["fidelity_ok"] + len(m["failed"]) == 2 and m["runs_per_hour"] > 0, m
         assert all(why.startswith(("r0: ", "r1: ")) for why in m["failed"]), m
+    kept = sorted(d.relative_to(tmp_path / "kept") for d in (tmp_path / "kept").glob("s0-n*/r*"))
+    failed = [Path(f"s0-n{m['jobs']}", why.split(":")[0]) for m in res["specs"]["tiny"] for why in m["failed"]]
+    assert kept == sorted(failed), "each failed run's directory stays, and only theirs"
     assert _host_state() == before
 
 

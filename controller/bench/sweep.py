@@ -5,7 +5,8 @@ isolated executor N at a time (at N = 1 too, so only N differs), and the bench
 prints runs per hour (runs / wall time), the fidelity pass rate (each run's
 fidelity check as a report judges it: whether the run measured what its spec
 asked) and each run that failed: the checks it failed, or why it did not
-complete (a run that did not complete counts as failed). By default two specs:
+complete (a run that did not complete counts as failed), with where its
+directory is kept (results/bench-sweep/<UTC time>/). By default two specs:
 the demo (four flows at 100 Mbit/s, 10 ms) and the BTBE paper's path at its own
 scale (Figs. 5 and 6, Table I): one btbe flow at 200 Mbit/s, 80 ms each way
 through cclab-delay, a 400-packet queue. Fig. 4 goes on to 500 Mbit/s, where
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -35,7 +37,7 @@ from typing import Any
 
 from controller import spec, system
 from controller.experiment import executors, sweep
-from controller.results import pool
+from controller.results import pool, rundir
 from controller.spec import sweep as sweep_spec
 
 #: the BTBE paper's path at its own rate and buffer (Figs. 5 and 6, Table I)
@@ -49,6 +51,8 @@ BTBE_HEAVY: dict[str, Any] = {
     "flows": [{"algo": "btbe", "src": "h1", "dst": "r1"}],
 }
 JOBS = (1, 2, 3)
+#: where the directories of the runs that failed stay, one directory per bench (its UTC start time)
+KEPT = rundir.RESULTS / "bench-sweep"
 
 
 def default_specs() -> dict[str, list[dict[str, Any]]]:
@@ -90,14 +94,16 @@ def cut_to(raw: dict[str, Any], duration_s: float) -> tuple[dict[str, Any], dict
     return raw, changed
 
 
-def _measure(spec_files: Sequence[Path], out: Path, jobs: int, runs: int) -> dict[str, Any]:
+def _measure(spec_files: Sequence[Path], out: Path, jobs: int, runs: int, keep: Path) -> dict[str, Any]:
+    """`runs` runs of `spec_files` (in turn) `jobs` at a time under `out`; the directory of each run that failed
+    (did not complete, or failed its fidelity check) moves to `keep`/r<i>, and its line names it there."""
     tasks = [sweep.Task(f"r{i}", spec_files[i % len(spec_files)], out / f"r{i}", plots=False) for i in range(runs)]
     ended: list[sweep.TaskResult] = []
     t0 = time.monotonic()
     executors.run_side_by_side(tasks, lambda _key: None, ended.append, jobs)
     wall = time.monotonic() - t0
     passed = complete = 0
-    failed = [f"{r.key}: did not complete (exit {r.returncode}: {r.error})" for r in ended if r.returncode]
+    failed = {r.key: f"did not complete (exit {r.returncode}: {r.error})" for r in ended if r.returncode}
     for t in tasks:
         for run_dir in sorted(t.runs_dir.iterdir()) if t.runs_dir.is_dir() else []:
             if sweep.is_complete(run_dir):
@@ -107,14 +113,25 @@ def _measure(spec_files: Sequence[Path], out: Path, jobs: int, runs: int) -> dic
                 if fid["ok"]:
                     passed += 1
                 else:
-                    failed.append(f"{t.key}: {pool.FIDELITY}, {pool.failed_checks({'fidelity': fid})}")
+                    failed[t.key] = f"{pool.FIDELITY}, {pool.failed_checks({'fidelity': fid})}"
+    lines = []
+    for t in tasks:
+        if t.key not in failed:
+            continue
+        why = failed[t.key]
+        if t.runs_dir.is_dir():  # the bench's own directory goes when it ends: what failed stays to be read
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.move(t.runs_dir, keep / t.key)
+            named = str(t.runs_dir) in why
+            why = why.replace(str(t.runs_dir), str(keep / t.key)) if named else f"{why} (kept in {keep / t.key})"
+        lines.append(f"{t.key}: {why}")
     return {
         "jobs": jobs,
         "runs": runs,
         "complete": complete,
         "fidelity_ok": passed,
         "pass_rate": passed / runs,
-        "failed": failed,
+        "failed": lines,
         "wall_s": wall,
         "runs_per_hour": runs / wall * 3600,
     }
@@ -126,13 +143,17 @@ def side_by_side(
     progress: Callable[[str], None] | None = None,
     specs: dict[str, list[dict[str, Any]]] | None = None,
     jobs: Sequence[int] = JOBS,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     """Runs per hour and fidelity pass rate at each N of `jobs` for each of `specs` (name -> the specs its runs
-    cycle through; the demo and the BTBE path by default), every run `duration_s` long; one dict per spec and N."""
+    cycle through; the demo and the BTBE path by default), every run `duration_s` long; one dict per spec and N.
+    The directory of each run that failed moves to `keep`/s<spec>-n<N>/r<i> (default KEPT/<UTC time>/...), made
+    only if one failed; the others go with the bench's temporary directory."""
     system.require_root()
     import tomli_w
 
     results: dict[str, list[dict[str, Any]]] = {}
+    keep = keep or KEPT / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="cclab-bench-sweep-") as tmp:
         benched: list[tuple[str, list[Path]]] = []
         for s, (name, raws) in enumerate((specs or default_specs()).items()):
@@ -157,5 +178,6 @@ def side_by_side(
             for n in jobs:
                 if progress:
                     progress(f"{name}: {runs} runs of {duration_s:g} s, {n} at a time")
-                results.setdefault(name, []).append(_measure(files, Path(tmp) / f"s{s}-n{n}", n, runs))
+                out = Path(tmp) / f"s{s}-n{n}"
+                results.setdefault(name, []).append(_measure(files, out, n, runs, keep / out.name))
     return {"duration_s": duration_s, "runs": runs, "jobs": list(jobs), "specs": results}

@@ -286,3 +286,21 @@ def test_shipped_specs_validate() -> None:
     for path in experiment_specs("*.toml"):
         if "sweep" not in spec.read_raw(path):
             assert spec.load(path).flows, path
+
+
+def test_a_run_gives_its_flows_time_to_end_behind_its_fullest_queues() -> None:
+    """iperf3's closing exchange waits behind a full queue: the slides' 5 MB queue at 10 Mbit/s holds 4 s and
+    the path's RTT is 1.2 s, so four crossings take up to 20.8 s, past the 10 s a run gives at least."""
+    from controller.experiment.build import GRACE_S, grace_s
+
+    raw = spec.read_raw(REPO / "experiments" / "tcpw-faster-recovery" / "capacity.toml")
+    raw.pop("sweep")
+    for rate, want in ((10, 4 * (5e6 * 8 / 10e6 + 1.2)), (150, GRACE_S)):
+        raw["bottleneck"]["rate_mbps"] = rate
+        assert grace_s(spec.parse(raw).graph) == pytest.approx(want), rate
+    # a schedule's lowest rate counts: TCPW-ABSE's radio (l2) at 0.2 Mbit/s holds 1.8 s with its 30 packets
+    raw = spec.read_raw(REPO / "experiments" / "tcpw-abse" / "blackout.toml")
+    raw.pop("sweep")
+    assert grace_s(spec.parse(raw).graph) == GRACE_S
+    raw["links"]["l2"]["queue_pkts"] = 300  # 18 s at 0.2 Mbit/s, 0.72 s at its first 0.4 Mbit/s
+    assert 4 * 18 < grace_s(spec.parse(raw).graph) < 4 * 18.2

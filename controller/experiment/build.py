@@ -32,9 +32,28 @@ from hosts.traffic import CLIENT_PORT_BASE, SERVER_PORT_BASE, IperfFlow, MptcpFl
 
 log = logging.getLogger(__name__)
 
-#: seconds a flow may run past its schedule before it is stopped
+#: seconds a flow may run past its schedule before it is stopped, at least (grace_s)
 GRACE_S = 10.0
+#: how many times iperf3's closing exchange crosses a path (the client's end of test and its results, the
+#: server's replies): each crossing may wait behind a full queue
+ENDING_TRIPS = 4
 MTU = 1500
+
+
+def grace_s(graph: Graph) -> float:
+    """How long flows may run past their schedule before they are stopped: GRACE_S, or ENDING_TRIPS times the
+    longest round trip the network can give a packet, every link's full queue at its lowest rate and its largest
+    delay both ways, where that is longer (a 5 MB queue at 10 Mbit/s holds 4 s, behind which a client's end of
+    test waits)."""
+    worst = 0.0
+    for link in graph.links:
+        ls = link.spec
+        worst += 2 * max([ls.delay_ms, *(st.delay_ms or 0.0 for st in ls.schedule)]) / 1e3
+        rates = [r for r in (ls.rate_mbps, *(st.rate_mbps for st in ls.schedule)) if r]
+        queue_bytes = ls.queue_bytes or (ls.queue_pkts or 0) * MTU
+        if rates:
+            worst += queue_bytes * 8 / (min(rates) * 1e6)
+    return max(GRACE_S, ENDING_TRIPS * worst)
 
 
 def link_params(
@@ -394,7 +413,8 @@ class Experiment:
         pending = sorted(zip(self.spec.flows, self.flows), key=lambda p: p[0].start_s)
         steps = self._steps()
         state: dict[str, dict[str, Any]] = {lk.id: {} for lk in self.spec.graph.links}
-        end = t0 + self.spec.duration_s + GRACE_S
+        grace = grace_s(self.spec.graph)
+        end = t0 + self.spec.duration_s + grace
         while True:
             now = time.monotonic() - t0
             while pending and pending[0][0].start_s <= now:
@@ -413,7 +433,7 @@ class Experiment:
                 return
             if time.monotonic() > end:
                 late = [fl.flow_id for fl in self.flows if not fl.done()]
-                self.notes.append(f"flows {', '.join(late)} overran their schedule by {GRACE_S:g} s and were stopped")
+                self.notes.append(f"flows {', '.join(late)} overran their schedule by {grace:.3g} s and were stopped")
                 return
             time.sleep(0.02)
 

@@ -118,18 +118,19 @@ def remove_links() -> list[str]:
         if PORT.match(dev) or delayline.CAPTURE_DEV.match(dev):
             system.run(["ip", "link", "del", dev], check=False)
             removed.append(f"link {dev}")
-    for dev in sorted(os.listdir("/sys/class/net")):
-        if BRIDGE.match(dev) and Path(f"/sys/class/net/{dev}/bridge").exists():
-            system.run(["ip", "link", "del", dev], check=False)
-            removed.append(f"bridge {dev}")
     # the userspace datapath's bridges are persistent taps: ovs-vswitchd removes them when it stops, and a
     # vswitchd killed outright (SIGKILL, a machine's stop) leaves them; with no vswitchd left to own them
     # (ovs.clean stopped cclab's) they are dead devices
-    if not any(argv and os.path.basename(argv[0]) == "ovs-vswitchd" for _, argv in _procs()):
-        for dev in sorted(os.listdir("/sys/class/net")):
-            if BRIDGE.match(dev) and Path(f"/sys/class/net/{dev}/tun_flags").exists():
-                system.run(["ip", "tuntap", "del", "dev", dev, "mode", "tap"], check=False)
-                removed.append(f"ovs bridge device {dev}")
+    vswitchd = any(argv and os.path.basename(argv[0]) == "ovs-vswitchd" for _, argv in _procs())
+    for dev in sorted(os.listdir("/sys/class/net")):
+        if not BRIDGE.match(dev):
+            continue
+        if Path(f"/sys/class/net/{dev}/bridge").exists():
+            system.run(["ip", "link", "del", dev], check=False)
+            removed.append(f"bridge {dev}")
+        elif not vswitchd and Path(f"/sys/class/net/{dev}/tun_flags").exists():
+            system.run(["ip", "tuntap", "del", "dev", dev, "mode", "tap"], check=False)
+            removed.append(f"ovs bridge device {dev}")
     return removed
 
 

@@ -302,5 +302,6 @@ def test_a_run_gives_its_flows_time_to_end_behind_its_fullest_queues() -> None:
     raw = spec.read_raw(REPO / "experiments" / "tcpw-abse" / "blackout.toml")
     raw.pop("sweep")
     assert grace_s(spec.parse(raw).graph) == GRACE_S
-    raw["links"]["l2"]["queue_pkts"] = 300  # 18 s at 0.2 Mbit/s, 0.72 s at its first 0.4 Mbit/s
-    assert 4 * 18 < grace_s(spec.parse(raw).graph) < 4 * 18.2
+    raw["links"]["l2"]["queue_pkts"] = 300  # 18.2 s of 1514-byte frames at 0.2 Mbit/s, 9.1 s at its first 0.4
+    held = (300 * 1514 * 8 / 0.2e6) + (50 * 1514 * 8 / 10e6) + 2 * (1 + 0.55) / 1e3
+    assert grace_s(spec.parse(raw).graph) == pytest.approx(4 * held, rel=1e-3)

@@ -50,9 +50,8 @@ def grace_s(graph: Graph) -> float:
         ls = link.spec
         worst += 2 * max([ls.delay_ms, *(st.delay_ms or 0.0 for st in ls.schedule)]) / 1e3
         rates = [r for r in (ls.rate_mbps, *(st.rate_mbps for st in ls.schedule)) if r]
-        queue_bytes = ls.queue_bytes or (ls.queue_pkts or 0) * MTU
         if rates:
-            worst += queue_bytes * 8 / (min(rates) * 1e6)
+            worst += _queue_bytes(ls) * 8 / (min(rates) * 1e6)
     return max(GRACE_S, ENDING_TRIPS * worst)
 
 

@@ -60,6 +60,8 @@ class _Generator:
     server: subprocess.Popen[bytes] | None = field(default=None, init=False)
     client: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _files: list[IO[bytes]] = field(default_factory=list, init=False)
+    #: how long `stop` lets a server whose client has ended finish on its own before it is signalled
+    server_grace_s: ClassVar[float] = 0.0
 
     @property
     def server_port(self) -> int:
@@ -86,7 +88,13 @@ class _Generator:
         return {}
 
     def stop(self) -> None:
-        """Stop both ends (SIGINT first, so each still writes its JSON)."""
+        """Stop both ends (SIGINT first, so each still writes its JSON); a server whose client has ended is
+        given `server_grace_s` to write its report and exit by itself first."""
+        if self.server_grace_s and self.done() and self.server is not None:
+            try:
+                self.server.wait(timeout=self.server_grace_s)
+            except subprocess.TimeoutExpired:
+                pass
         for proc in (self.client, self.server):
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
@@ -137,10 +145,15 @@ class IperfFlow(_Generator):
     algo: str = "cubic"
     mss: int | None = None
     """The sender's TCP_MAXSEG (iperf3 --set-mss); None: the path's."""
+    #: iperf3 -s -1 writes its report and exits once its one test has ended: a SIGINT in that moment would
+    #: cut the report short
+    server_grace_s: ClassVar[float] = 2.0
 
     def start_server(self, host: Any) -> None:
+        # its stderr apart from its JSON: a message printed after the report ("interrupt - the server has
+        # terminated") would leave <flow>.server.json no JSON document
         args = ["iperf3", "-s", "-1", "-J", "-B", self.dst_ip, "-p", str(self.server_port)]
-        self.server = self._popen(host, args, "server", stderr=subprocess.STDOUT)
+        self.server = self._popen(host, args, "server")
 
     def wait_server(self, timeout_s: float = 5.0) -> None:
         assert self.server is not None

@@ -42,6 +42,7 @@ from controller.dataplane.delay import LinkDelay
 from controller.dataplane.delay import pick_element as pick_delay_element
 from controller.dataplane.targets import Placement, make_bottleneck
 from hosts.rxtime import recv_stamped, stamp_on_receive
+from hosts.traffic import IperfFlow
 
 if __name__ != "__main__":  # run as the UDP probe, this file needs none of the test helpers (nor can reach them)
     from tests.timing import on_time
@@ -257,6 +258,31 @@ def test_delay_change_while_running(bed: Bed) -> None:
         _assert_rtt(10.0, rtts, host)  # 2 x 5 ms after the change
 
     on_time(attempt, bed.late, "cclab-delay")
+
+
+@pytest.mark.root
+def test_an_iperf3_server_ends_by_itself_after_its_client(bed: Bed, tmp_path: Path) -> None:
+    """iperf3's server writes its report and then waits for its client's last message, which the delay line holds
+    late_ms after the client has exited: a run's stop lets the server end by itself (exit 0) instead of
+    interrupting it there, and its report stays one JSON document with the bytes it read (a server interrupted
+    in that moment printed "interrupt - the server has terminated" after its report, once into the same file)."""
+    late_ms = 250.0  # a window no host's scheduling closes (at 40 ms, one try in six fell inside it)
+    assert late_ms / 1000 < IperfFlow.server_grace_s
+    flow = IperfFlow("f1", 1, SRC, DST, 1, tmp_path, algo="reno")
+    bed.line.apply(late_ms, 0.0)
+    try:
+        flow.start_server(bed.net.get("r1"))
+        flow.wait_server()
+        flow.start_client(bed.net.get("h1"))
+        assert flow.client is not None
+        flow.client.wait(timeout=30)
+    finally:
+        flow.stop()
+        bed.line.apply(DELAY_MS, 0.0)
+    assert flow.client.returncode == 0, flow.error()
+    assert flow.server is not None and flow.server.returncode == 0
+    report = json.loads((tmp_path / "f1.server.json").read_text())
+    assert report["end"]["sum_received"]["bytes"] == flow.report()["received_bytes"] > 0
 
 
 # --- the probe ---------------------------------------------------------------------

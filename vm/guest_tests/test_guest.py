@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,17 @@ def dmesg() -> list[str]:
     return sh("dmesg").stdout.splitlines()
 
 
+def del_netns(*names: str) -> None:
+    """Delete network namespaces, aborting their TCP sockets first (`ss -K`, the kernel's sock_diag destroy): a
+    socket left closing (a FIN not yet acknowledged when the veth between the namespaces went) keeps the namespace
+    alive and retransmits into nothing for up to about 100 s, holding its algorithm's module all that time, so that
+    the rmmod after it fails."""
+    for ns in names:
+        sh("ip", "netns", "exec", ns, "ss", "-K", "-t", "-a", check=False)
+    for ns in names:
+        sh("ip", "netns", "del", ns, check=False)
+
+
 @contextmanager
 def veth_namespaces() -> Iterator[tuple[str, str]]:
     """Two namespaces joined by a veth pair: (client ns, server ns), 10.9.0.1 -> 10.9.0.2."""
@@ -106,8 +117,7 @@ def veth_namespaces() -> Iterator[tuple[str, str]]:
             sh("ip", "-n", ns, "link", "set", "lo", "up")
         yield a, b
     finally:
-        sh("ip", "netns", "del", a, check=False)
-        sh("ip", "netns", "del", b, check=False)
+        del_netns(a, b)
 
 
 @pytest.fixture
@@ -130,9 +140,12 @@ def iperf_flow(client_ns: str, server_ns: str, algo: str, seconds: float) -> dic
         )
         argv = ["ip", "netns", "exec", client_ns, "iperf3", "-c", "10.9.0.2", "-t", str(seconds), "-C", algo, "-J"]
         res = json.loads(sh(*argv, timeout=seconds + 30).stdout)
+        with suppress(subprocess.TimeoutExpired):  # -1: it closes its sockets and exits once the client is done
+            server.wait(timeout=10)
     finally:
-        server.kill()
-        server.wait()
+        if server.poll() is None:
+            server.kill()
+            server.wait()
     assert "error" not in res, f"iperf3 -C {algo}: {res.get('error')}"
     return res
 
@@ -281,8 +294,7 @@ def test_cclab_module_loads_and_carries_a_flow(algo: str, veth_pair: tuple[str, 
         assert res["congestion"] in (None, algo), f"iperf3 ran {res['congestion']}, not {algo}"
         assert res["bytes"] > 1_000_000, f"{algo} carried only {res['bytes']} bytes in {FLOW_S} s"
     finally:
-        sh("ip", "netns", "del", veth_pair[0], check=False)
-        sh("ip", "netns", "del", veth_pair[1], check=False)
+        del_netns(*veth_pair)
         unload(f"tcp_{algo}")
     assert algo not in available(), f"{algo} still registered after rmmod"
     trouble = [ln for ln in dmesg()[before:] if KERNEL_TROUBLE.search(ln)]
@@ -325,8 +337,7 @@ def test_netem_dumbbell_run_measures_80ms_rtt(veth_pair: tuple[str, str], report
     for ns, dev in zip(veth_pair, ("veth-a", "veth-b")):
         sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "netem", "delay", f"{WANT_RTT_MS / 2:g}ms")
     pinged_ms = ping_min_rtt_ms(veth_pair[0], "10.9.0.2")
-    for ns in veth_pair:
-        sh("ip", "netns", "del", ns)
+    del_netns(*veth_pair)
     assert WANT_RTT_MS <= pinged_ms <= WANT_RTT_MS + MAX_LIFT_MS, (
         f"pings over {WANT_RTT_MS:g} ms of netem: {pinged_ms} ms"
     )
@@ -668,8 +679,7 @@ def routed_namespaces() -> Iterator[tuple[str, str, str]]:
         sh("ip", "netns", "exec", r, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
         yield a, r, b
     finally:
-        for ns in names:
-            sh("ip", "netns", "del", ns, check=False)
+        del_netns(*names)
 
 
 def _climbs(rows: list[dict[str, int | float]]) -> list[dict[str, float]]:

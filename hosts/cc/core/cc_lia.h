@@ -53,18 +53,21 @@ static CC_INLINE int lia_live(const struct mptcpw_conn *c, u32 i)
 static CC_INLINE u32 lia_alpha_q16(const struct mptcpw_conn *c)
 {
 	u64 x[MPTCPW_MAX_PATHS], sum_x = 0, sum_w = 0, best = 0, h = 0, q, p;
-	u32 rtt[MPTCPW_MAX_PATHS], w, i;
+	u32 rtt[MPTCPW_MAX_PATHS], w[MPTCPW_MAX_PATHS], i;
 
+	/* one reading of each slot: the peers write theirs on every ACK, and
+	 * a window read twice could change between the sums and the shares */
 	for (i = 0; i < MPTCPW_MAX_PATHS; i++) {
 		x[i] = 0;
 		rtt[i] = 1;
+		w[i] = 0;
 		if (!lia_live(c, i))
 			continue;
 		rtt[i] = CC_MIN(c->path[i].rtt_us, LIA_RTT_MAX_US);
-		w = CC_MIN(c->path[i].cwnd, CC_MAX_CWND);
-		x[i] = CC_DIV64((u64)w << MPTCPW_RATE_SHIFT, rtt[i]);
+		w[i] = CC_MIN(c->path[i].cwnd, CC_MAX_CWND);
+		x[i] = CC_DIV64((u64)w[i] << MPTCPW_RATE_SHIFT, rtt[i]);
 		sum_x += x[i];
-		sum_w += w;
+		sum_w += w[i];
 	}
 	if (!sum_x || !sum_w)
 		return LIA_UNIT;
@@ -73,8 +76,7 @@ static CC_INLINE u32 lia_alpha_q16(const struct mptcpw_conn *c)
 		if (!x[i])
 			continue;
 		q = CC_DIV64(x[i] << LIA_SCALE, sum_x);
-		p = CC_DIV64((u64)CC_MIN(c->path[i].cwnd, CC_MAX_CWND)
-			     << LIA_SCALE, sum_w);
+		p = CC_DIV64((u64)w[i] << LIA_SCALE, sum_w);
 		best = CC_MAX(best, CC_DIV64(q << LIA_SHARE_SHIFT, rtt[i]));
 		h += CC_DIV64(p << LIA_SHARE_SHIFT, rtt[i]);
 	}

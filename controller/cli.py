@@ -307,7 +307,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
 
     def run_sweep(sw: sweep_spec.Sweep, d: Path) -> sweep.Progress:
         n = jobs_of(sw)
-        err.print(f"campaign: {sw.name}, {n} run{'s' if n > 1 else ''} at a time", highlight=False)
+        if sweep.pending(sw, d):
+            err.print(f"campaign: {sw.name}, {n} run{'s' if n > 1 else ''} at a time", highlight=False)
         execute = executors.side_by_side(n, stop=campaign.should_stop)
         return _sweep_live(sw, d, execute, "local", plots=False, no_live=args.no_live)
 

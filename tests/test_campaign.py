@@ -297,6 +297,41 @@ def test_save_never_drops_runs(files: Path, tmp_path: Path, monkeypatch: pytest.
     assert campaign.archives("one") == [a, a2] and a.read_bytes() == first
 
 
+def test_a_save_knows_what_is_archived_without_unpacking_it(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restore and save leave in the sweep directory what each archive part holds (campaign.ARCHIVED): a later save
+    unpacks no part whose bytes it recorded, and unpacks one again when its bytes differ."""
+    one, _two = campaign.load(files)
+    monkeypatch.setattr(campaign, "ARCHIVES", tmp_path / "reference")
+    unpacked: list[list[Path]] = []
+    real = pool.unpacked
+
+    def counted(archives: list[Path]) -> Any:
+        unpacked.append(archives)
+        return real(archives)
+
+    monkeypatch.setattr(pool, "unpacked", counted)
+    d = _runs(one, 2)
+    a, a2 = campaign.archive("one"), tmp_path / "reference/one.2.tar.xz"
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), [(a, 2)], [])]
+    _runs(one, 1)
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), [(a2, 1)], [])]
+    assert unpacked == []  # the first part's runs came from the listing the first save left
+    listing = json.loads((d / campaign.ARCHIVED).read_text())
+    assert [(k, len(v["runs"])) for k, v in listing.items()] == [("one.tar.xz", 2), ("one.2.tar.xz", 1)]
+    assert {r: h for v in listing.values() for r, h in v["runs"].items()} == campaign._runs_of([d])
+    listing["one.tar.xz"]["sha256"] = "0" * 64  # as if the part's bytes had changed
+    (d / campaign.ARCHIVED).write_text(json.dumps(listing))
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), [], [])]
+    assert unpacked == [[a]]
+    monkeypatch.setattr(sweep, "SWEEPS", tmp_path / "fresh" / "sweeps")  # a new checkout: restore, then save
+    assert campaign.restore([one]) == [("one", f"restored 3 runs into {campaign.state(one).dir}")]
+    unpacked.clear()
+    assert campaign.save([one]) == [campaign.Saved(campaign.state(one), [], [])]
+    assert unpacked == []
+
+
 def test_a_save_of_many_runs_writes_parts_no_heavier_than_the_limit(
     files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -335,8 +370,9 @@ def test_a_campaign_run_restores_only_what_it_can_go_on_from(
     files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`cclab campaign run` in a new checkout first restores the archives of this tree's sources (it goes on from
-    them); an archive of other sources stays where it is (the sweep starts over, and its next save supersedes it).
-    On the machine that made them, a directory of other sources' runs is kept, and what to do says so."""
+    them); a part-run archive of other sources stays where it is (the sweep starts over, and its next save
+    supersedes it), while a whole one is restored, so the run skips it instead of running the sweep again.  On the
+    machine that made them, a directory of other sources' runs is kept, and what to do says so."""
     one, two = campaign.load(files)
     monkeypatch.setattr(campaign, "ARCHIVES", tmp_path / "reference")
     _runs(one, 2)
@@ -352,6 +388,12 @@ def test_a_campaign_run_restores_only_what_it_can_go_on_from(
     ((name, kept),) = campaign.restore([two], this_tree=True)
     assert name == "two" and kept.startswith(f"kept {campaign.state(two).dir}: it holds 1 complete runs already (1 of ")
     assert "other sources than this tree's" in kept and "move the directory aside" in kept
+    whole = len(sweep_spec.load(two).points)
+    _runs(two, whole, "53eff6a0fc9b" + "0" * 52)
+    campaign.save([two])
+    monkeypatch.setattr(sweep, "SWEEPS", tmp_path / "new" / "sweeps")
+    assert campaign.restore([two], this_tree=True) == [("two", f"restored {whole} runs into {campaign.state(two).dir}")]
+    assert not sweep.pending(sweep_spec.load(two), campaign.state(two).dir)
 
 
 def test_a_campaign_refuses_a_changed_tree_and_stops_when_the_tree_changes(

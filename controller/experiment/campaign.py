@@ -27,7 +27,8 @@ later save only the runs made since, as new parts (<sweep>.2.tar.xz, ...), so
 that a sitting's runs are kept as soon as they are committed (no part above
 PART_MAX_BYTES: a save of many runs writes several); ``restore``
 unpacks all the parts into the sweep directories of a new checkout, where
-``run`` goes on from them.
+``run`` goes on from them.  Both leave in the sweep directory what each part
+holds (ARCHIVED), so that a save unpacks no part it has seen.
 
 ``verdict_rows`` reports every sweep from its archive alone (results/reference/
 campaign/<sweep>/, as `cclab report --from-reference` writes it, with the
@@ -53,6 +54,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -314,6 +316,44 @@ def _runs_of(sweep_dirs: list[Path]) -> dict[str, str]:
     return out
 
 
+#: in a sweep directory: what each part of its archive holds (by the part's name: its sha256 and its runs with their
+#: source hashes), written by restore and save, so that a save knows what is archived without unpacking every part
+#: (minutes for a campaign's); a part whose sha256 differs is unpacked again.  Not packed (`pool.pack` takes runs).
+ARCHIVED = ".archived.json"
+
+
+def _sha256(f: Path) -> str:
+    h = hashlib.sha256()
+    with f.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _archived(sweep_dir: Path, held: list[Path]) -> dict[str, Any]:
+    """Each archive part in ``held``: its sha256 and the runs it holds ({run: source hash}), from ``sweep_dir``'s
+    ARCHIVED where that names the part with the same sha256, else from the part unpacked."""
+    f = sweep_dir / ARCHIVED
+    try:
+        known = json.loads(f.read_text())
+    except (OSError, ValueError):
+        known = {}
+    out: dict[str, Any] = {}
+    for a in held:
+        digest = _sha256(a)
+        entry = known.get(a.name)
+        if not isinstance(entry, dict) or entry.get("sha256") != digest or not isinstance(entry.get("runs"), dict):
+            with pool.unpacked([a]) as [dirs]:
+                entry = {"sha256": digest, "runs": _runs_of(dirs)}
+        out[a.name] = entry
+    return out
+
+
+def _runs_in(parts: dict[str, Any]) -> dict[str, str]:
+    """The runs of `_archived`'s parts, each with its source hash."""
+    return {k: str(v) for e in parts.values() for k, v in e["runs"].items()}
+
+
 @dataclass(frozen=True)
 class Saved:
     """One sweep `save` looked at."""
@@ -343,8 +383,8 @@ def save(specs: list[Path], under: Path | None = None) -> list[Saved]:
             continue
         have = _runs_of([st.dir])
         held = archives(st.name, under)
-        with pool.unpacked(held) as dirs:
-            archived = {k: v for ds in dirs for k, v in _runs_of(ds).items()}
+        parts = _archived(st.dir, held)
+        archived = _runs_in(parts)
         moved = []
         if archived:
             old_hash = Counter(archived.values()).most_common(1)[0][0]
@@ -355,18 +395,24 @@ def save(specs: list[Path], under: Path | None = None) -> list[Saved]:
                 for a, m in zip(held, moved):
                     m.parent.mkdir(parents=True, exist_ok=True)
                     a.replace(m)
-                held, archived = [], {}
+                held, archived, parts = [], {}, {}
             elif lacking := sorted(set(archived) - set(have)):
                 raise SweepError(
                     f"{st.name}: its archive holds {len(lacking)} runs {st.dir} lacks ({lacking[0]}"
                     f"{', ...' if len(lacking) > 1 else ''}): `cclab campaign restore` first (a save never drops runs)"
                 )
         new = sorted(set(have) - set(archived))
-        saved.append(Saved(st, _pack_parts(st.dir, st.name, under, len(held) + 1, new), moved))
+        packed = _pack_parts(st.dir, st.name, under, len(held) + 1, new)
+        for a, runs in packed:
+            parts[a.name] = {"sha256": _sha256(a), "runs": {r: have[r] for r in runs}}
+        rundir.write_json(st.dir / ARCHIVED, parts)
+        saved.append(Saved(st, [(a, len(runs)) for a, runs in packed], moved))
     return saved
 
 
-def _pack_parts(sweep_dir: Path, name: str, under: Path | None, first: int, runs: list[str]) -> list[tuple[Path, int]]:
+def _pack_parts(
+    sweep_dir: Path, name: str, under: Path | None, first: int, runs: list[str]
+) -> list[tuple[Path, list[str]]]:
     """The runs (under ``sweep_dir``) packed into parts ``first``, ``first`` + 1, ... of sweep `name`'s archive, in
     order, PART_RAW_BYTES of run files at most in each; a part above PART_MAX_BYTES is packed again as two halves
     (one run alone is packed whatever it weighs); each part and its runs.  A save cut short leaves whole parts
@@ -380,7 +426,7 @@ def _pack_parts(sweep_dir: Path, name: str, under: Path | None, first: int, runs
             size = 0
         groups[-1].append(r)
         size += n
-    parts: list[tuple[Path, int]] = []
+    parts: list[tuple[Path, list[str]]] = []
     while groups:
         g = groups.pop(0)
         a = pool.pack([sweep_dir], archive(name, under, first + len(parts)), only=g)
@@ -388,7 +434,7 @@ def _pack_parts(sweep_dir: Path, name: str, under: Path | None, first: int, runs
             a.unlink()
             groups[:0] = [g[: len(g) // 2], g[len(g) // 2 :]]
         else:
-            parts.append((a, len(g)))
+            parts.append((a, g))
     return parts
 
 
@@ -396,7 +442,8 @@ def restore(specs: list[Path], under: Path | None = None, *, this_tree: bool = F
     """Unpack each sweep's archive (all its parts) into its directory where that holds no complete run yet (a
     directory with runs is left as it is, said so: runs are never mixed or replaced); per sweep with an archive,
     its name and what was done.  ``this_tree``: only archives whose runs are all of this tree's sources (what
-    `run` can go on from; a campaign run restores so)."""
+    `run` can go on from) or that hold every run of the sweep (what `run` skips, whatever made it); a campaign
+    run restores so."""
     done = []
     for p in specs:
         sw = sweep_spec.load(p)
@@ -414,22 +461,25 @@ def restore(specs: list[Path], under: Path | None = None, *, this_tree: bool = F
             done.append((sw.name, f"kept {st.dir}: it holds {st.complete} complete runs already{aside}"))
             continue
         with pool.unpacked(held) as dirs:
-            if this_tree:
-                hashes: dict[str, str] = {}
-                mine = {_tree_source(pt, hashes) for pt in sw.points}
-                if other := {h for ds in dirs for h in _runs_of(ds).values()} - mine:
-                    done.append((sw.name, f"left in its archive: runs of source {min(other)[:12]}, not this tree's"))
-                    continue
+            parts = {a.name: {"sha256": _sha256(a), "runs": _runs_of(ds)} for a, ds in zip(held, dirs, strict=True)}
+            hashes: dict[str, str] = {}
+            other = (
+                set(_runs_in(parts).values()) - {_tree_source(pt, hashes) for pt in sw.points} if this_tree else set()
+            )
             (src,), *rest = dirs
             for (d,) in rest:
                 for run in d.glob("runs/*/*"):
                     (src / run.parent.relative_to(d)).mkdir(parents=True, exist_ok=True)
                     shutil.move(str(run), src / run.relative_to(d))
+            if other and sweep.pending(sw, src):  # a whole sweep is restored: `run` skips it, whatever made it
+                done.append((sw.name, f"left in its archive: runs of source {min(other)[:12]}, not this tree's"))
+                continue
             if st.dir.exists():
                 shutil.rmtree(st.dir)  # no complete run in it: what a killed first run left
             st.dir.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(src), st.dir)
         sweep.write_manifest(sw, st.dir)
+        rundir.write_json(st.dir / ARCHIVED, parts)
         done.append((sw.name, f"restored {state(p).complete} runs into {st.dir}"))
     return done
 
@@ -513,7 +563,7 @@ def _digests(spec_path: Path, held: list[Path]) -> str:
     beside = sorted(spec_path.parent.glob(f"{spec_path.stem}.*"))
     code = sorted(REPORT_CODE.glob("*.py"))
     named = [(a, a.name) for a in held] + [(f, system.shown(f)) for f in beside + code]
-    return "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {shown}\n" for f, shown in named)
+    return "".join(f"{_sha256(f)}  {shown}\n" for f, shown in named)
 
 
 def _made_from(report_dir: Path) -> str | None:

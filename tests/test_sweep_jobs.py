@@ -125,14 +125,22 @@ def test_runs_side_by_side_each_read_their_own_algorithm_state(tmp_path: Path) -
         # a join the kernel never completed is the run's own fidelity failure (cclab names it), not a mix-up
         TRIED_AGAIN.append(f"side-by-side mptcp runs, try {attempt} of {JOIN_TRIES}: a subflow never joined {unjoined}")
     tokens: dict[str, set[int]] = {}
+    coupled = 0
     for name, run_dir in runs.items():
         conns = json.loads((run_dir / "summary.json").read_text())["mptcp"]
         assert [c["id"] for c in conns] == ["f1", "f3"], conns
+        named = _unjoined(run_dir)
         for c in conns:
             coupling = c["coupling"]
-            assert coupling["coupled"] is True and len(coupling["tokens"]) == 1, (name, c["id"], coupling)
+            # one token on all its subflows (another run's would be a mix-up), and coupled unless the connection
+            # fell back to TCP, which the run's own fidelity check names
+            assert len(coupling["tokens"]) == 1, (name, c["id"], coupling)
+            fell_back = any(u.startswith(f"{c['id']}.subflows_carrying_data") for u in named)
+            assert coupling["coupled"] is True or fell_back, (name, c["id"], coupling, named)
+            coupled += coupling["coupled"] is True
         tokens[name] = {t for c in conns for t in c["coupling"]["tokens"]}
     assert not tokens["a"] & tokens["b"], f"one token in both runs: {tokens}"
+    assert coupled, f"no connection of either run joined its second subflow in {JOIN_TRIES} tries"
 
 
 @pytest.mark.root
@@ -155,7 +163,9 @@ def test_sweep_with_two_jobs_completes_every_run(tmp_path: Path) -> None:
     assert _host_state() == before
 
 
-#: side-by-side mptcp runs made again where a subflow never joined its connection (a fidelity failure the run names)
+#: side-by-side mptcp runs made again where a subflow never joined its connection (a fidelity failure the run names:
+#: the connection fell back to TCP, e.g. MPCapableDataFallback; a CI run on 2026-12-05 saw it in both tries, in 3
+#: of 8 connections), so that the coupling is seen; a connection that fell back still carries one token
 JOIN_TRIES = 2
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -27,6 +28,8 @@ from typing import IO, Any
 import pytest
 
 from controller.clean import VAGRANT_NS_HOLDER, VAGRANT_STATE_ROOT
+from controller.results.summary import is_rtt_check
+from controller.vm.baseline import MAX_LIFT_MS, PINGED_TOL_MS, min_rtt_of
 from tests.timing import TIMER_LATE_MS, on_time
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,6 +100,23 @@ DESTROY_TIMEOUT_S = 180
 DAEMON_START_S = 30
 #: a command in the guest, its output as it writes it (no terminal: no carriage returns, no colours)
 SSH = ["ssh", "--no-tty", "-c"]
+#: pings in the box across a veth pair with netem's delay ($1 ms) each way, in namespaces removed on the way out:
+#: what the box's timers make of the demo's delay in the same boot (controller/vm/baseline.py)
+PING_OVER_NETEM = r"""
+set -eu
+a=cclab-ping-a b=cclab-ping-b
+trap 'ip netns del $a 2>/dev/null; ip netns del $b 2>/dev/null' EXIT
+ip netns add $a
+ip netns add $b
+ip link add va netns $a type veth peer vb netns $b
+ip -n $a addr add 10.9.9.1/24 dev va
+ip -n $b addr add 10.9.9.2/24 dev vb
+ip -n $a link set va up
+ip -n $b link set vb up
+tc -n $a qdisc add dev va root netem delay "$1"ms
+tc -n $b qdisc add dev vb root netem delay "$1"ms
+ip netns exec $a ping -n -q -c 20 -i 0.05 10.9.9.2
+"""
 
 
 def box_path() -> Path:
@@ -474,8 +494,30 @@ def _demo_in_the_box(box: Sandbox, times: dict[str, float], late: list[int]) -> 
     polls = summ.get("monitor") or {}
     print(f"the box's polls (ms late): {polls}")
     late[0] += (polls.get("wake_ms_max") or 0) > TIMER_LATE_MS
-    assert summ["fidelity"]["ok"] is True, f"fidelity not ok in the box: {summ['fidelity']['notes']}"
+    want = 2 * summ["bottleneck"]["delay_ms"]
+    ping, _ = _vagrant(box, [*SSH, f"sudo sh -c {shlex.quote(PING_OVER_NETEM)} sh {want / 2:g}"], 120)
+    pinged = min_rtt_of(ping.stdout)
+    assert ping.returncode == 0 and pinged is not None, f"pings over netem in the box:\n{_tail(ping)}"
+    print(f"pings over {want / 2:g} ms of netem each way in the box: {pinged} ms")
+    assert want <= pinged <= want + MAX_LIFT_MS, f"pings over a {want:g} ms netem path in the box: {pinged} ms"
+    notes = _unfaithful(summ["fidelity"], pinged)
+    assert not notes, f"fidelity not ok in the box: {notes}"
     return summ
+
+
+def _unfaithful(fidelity: dict[str, Any], pinged_ms: float) -> list[str]:
+    """The demo's fidelity notes, but for base-RTT checks above their bound by no more than the box's timers lift an
+    RTT: at most PINGED_TOL_MS over pings across the same netem delay in the same boot (the lab VM's netem runs are
+    judged so: vm/guest_tests/test_guest.py).  Software emulation lifts the demo's 20 ms above its 2 ms tolerance in
+    some runs: 21.0 to 23.1 ms in 10 demos over four boots (six of them with pings, 21.0 to 21.2 ms)."""
+    lifted = {
+        name: c["value"]
+        for name, c in fidelity["checks"].items()
+        if is_rtt_check(name) and c["hi"] is not None and c["hi"] < c["value"] <= pinged_ms + PINGED_TOL_MS
+    }
+    if lifted:
+        print(f"base RTTs the box's timers lifted past their bound (pings {pinged_ms} ms): {lifted}")
+    return [n for n in fidelity["notes"] if not n.startswith(tuple(f"{name} = " for name in lifted))]
 
 
 #: the test above, run by the tests below as a user runs it, to be interrupted in its `vagrant up`

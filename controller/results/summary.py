@@ -166,7 +166,8 @@ def guarded(ccstate_columns: Iterable[str]) -> bool:
     return "window_repairs" in ccstate_columns
 
 
-def _is_rtt_check(name: str) -> bool:
+def is_rtt_check(name: str) -> bool:
+    """Whether a fidelity check is one of rtt_checks()' (the network's, a path's or a flow's base RTT)."""
     return name == "base_rtt_ms" or name.endswith(".base_rtt_ms")
 
 
@@ -197,7 +198,7 @@ def rejudged(
     checks += [windows] if windows else []
     redone = {c.name for c in checks}
     recorded = fid.get("checks", {})
-    old = {n: c for n, c in recorded.items() if (delay and _is_rtt_check(n)) or n in redone}
+    old = {n: c for n, c in recorded.items() if (delay and is_rtt_check(n)) or n in redone}
     stale = {_check_note(Check(n, c["value"], c["lo"], c["hi"], c.get("note", ""))) for n, c in old.items()}
     notes = [n for n in fid.get("notes", []) if n not in stale and not n.startswith("run incomplete:")]
     notes += [_check_note(c) for c in checks if not c.ok]
@@ -209,7 +210,7 @@ def rejudged(
         "ok": bool(summ.get("complete")) and not notes and all(c.get("ok", True) for c in kept.values()),
         "notes": notes,
         "checks": kept | {c.name: c.as_dict() for c in checks},
-        "not_applicable": {n: w for n, w in fid.get("not_applicable", {}).items() if not (delay and _is_rtt_check(n))}
+        "not_applicable": {n: w for n, w in fid.get("not_applicable", {}).items() if not (delay and is_rtt_check(n))}
         | na,
     }
 

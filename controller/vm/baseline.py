@@ -17,6 +17,10 @@ import subprocess
 
 #: pings lifted more than this above a path's emulated RTT: the guest is too slow for an RTT check to mean anything
 MAX_LIFT_MS = 10.0
+#: how far a TCP minimum RTT may sit above pings over the same netem delay in the same boot (software emulation lifts
+#: a busy guest's TCP samples more than idle pings: the lab VM's 80 ms runs 0 to 2.1 ms over the spec on a quiet
+#: host; the Vagrant box's 20 ms demo 0.1 to 1.4 ms over its pings, 21.0 to 21.2 ms, in 6 demos of two boots)
+PINGED_TOL_MS = 3.0
 #: pings per baseline, and the time between them: the minimum of 20 over one second
 PINGS = 20
 PING_INTERVAL_S = 0.05
@@ -40,11 +44,17 @@ class Pinger:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-        m = _SUMMARY.search(out)
-        if self.proc.returncode != 0 or m is None:
+        rtt = min_rtt_of(out)
+        if self.proc.returncode != 0 or rtt is None:
             why = err.strip() or out.strip()
             raise RuntimeError(f"{self.what}: exit {self.proc.returncode}: {why}")
-        return float(m.group(1))
+        return rtt
+
+
+def min_rtt_of(ping_output: str) -> float | None:
+    """The minimum RTT (ms) in ping's summary line, or None where it printed none."""
+    m = _SUMMARY.search(ping_output)
+    return float(m.group(1)) if m else None
 
 
 def ping_min_rtt_ms(netns: str, addr: str, count: int = PINGS) -> float:

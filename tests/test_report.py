@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import math
 import re
@@ -382,7 +383,8 @@ def test_a_run_in_the_lab_vm_takes_the_hosts_commit_and_source_hash(monkeypatch:
 
 def test_verdicts_only_from_claims_committed_before_the_runs(tmp_path: Path) -> None:
     """The claims file's last commit must precede every pooled run's commit: changed after the runs, or not
-    committed, it judges nothing (verdicts.md says why); committed first, it judges."""
+    committed, it judges nothing (verdicts.md says why); committed first, it judges. A run made at a commit
+    git lacks is judged by its start time against the claims commit's time."""
     repo = tmp_path / "repo"
     repo.mkdir()
 
@@ -403,7 +405,7 @@ def test_verdicts_only_from_claims_committed_before_the_runs(tmp_path: Path) -> 
     rundir.write_json(d / "sweep.json", {**m, "spec_path": str(repo / "rep.toml")})
     report.write([d])
     md = (d / "report" / "verdicts.md").read_text()
-    assert (d / "report" / "verdicts.csv").exists() and "before every pooled run's commit" in md, md
+    assert (d / "report" / "verdicts.csv").exists() and "before every pooled run" in md, md
 
     claims.write_text(CLAIMS.replace("margin = 0.0", "margin = 0.5"))
     report.write([d])
@@ -413,7 +415,24 @@ def test_verdicts_only_from_claims_committed_before_the_runs(tmp_path: Path) -> 
     git("commit", "-q", "-am", "claims changed after the runs")
     report.write([d])
     md = (d / "report" / "verdicts.md").read_text()
-    assert "which 5 of the 5 pooled runs do not descend from" in md and not (d / "report" / "verdicts.csv").exists()
+    assert "which 5 of the 5 pooled runs do not come after" in md and not (d / "report" / "verdicts.csv").exists()
+
+    # made at a commit this clone never received: ordered by time, and the line says how many were
+    when = dt.datetime.fromisoformat(git("log", "-1", "--format=%cI"))
+    lost = "0123abc"
+    for key, started in (("p000-r0", when + dt.timedelta(minutes=5)), ("p000-r1", when - dt.timedelta(minutes=5))):
+        _spoil(d, key, git_revision=lost, started_utc=started.isoformat())
+    for key in ("p000-r2", "p001-r0", "p001-r1"):
+        _spoil(d, key, git_revision=git("rev-parse", "--short", "HEAD"))
+    report.write([d])
+    md = (d / "report" / "verdicts.md").read_text()
+    assert not (d / "report" / "verdicts.csv").exists()
+    assert "which 1 of the 5 pooled runs do not come after" in md and f"{lost}, which git lacks, started" in md, md
+    _spoil(d, "p000-r1", started_utc=(when + dt.timedelta(seconds=1)).isoformat())
+    report.write([d])
+    md = (d / "report" / "verdicts.md").read_text()
+    assert (d / "report" / "verdicts.csv").exists(), md
+    assert f"before every pooled run; 2 of them, made at commits git lacks ({lost}), by their start time" in md, md
 
 
 def test_two_sweep_directories_pool_and_a_repeated_seed_counts_once(tmp_path: Path) -> None:

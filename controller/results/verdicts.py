@@ -8,6 +8,7 @@ claims.judge's, and inconclusive whenever fewer pooled runs than the claim's n g
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import subprocess
 from dataclasses import dataclass
@@ -118,9 +119,12 @@ COLUMNS = [
 
 
 def written_before(claims_file: Path, pool: pool_mod.Pool) -> tuple[bool, str]:
-    """Whether the claims file, as the report reads it, was committed before every pooled run was made (its
-    last commit is an ancestor of each run's commit), and the one line that says so or why not. A claims
-    file outside any git work tree (a user's scratch sweep) has no order to check: True, said so."""
+    """Whether the claims file, as the report reads it, was committed before every pooled run was made, and
+    the one line that says so or why not. A run's commit that git has comes after the claims file's last
+    commit when that commit is its ancestor; a run's commit that git lacks (made in a clone whose commits
+    never reached this one) cannot be placed in the history, so that run is judged by time: it started
+    (its manifest's started_utc) after the claims file's last commit was made. A claims file outside any
+    git work tree (a user's scratch sweep) has no order to check: True, said so."""
     git = ["git", "-C", str(claims_file.resolve().parent)]
 
     def ask(*args: str) -> subprocess.CompletedProcess[str]:
@@ -131,22 +135,41 @@ def written_before(claims_file: Path, pool: pool_mod.Pool) -> tuple[bool, str]:
             return True, f"{claims_file.name} is not under git: that it preceded the runs is not checked"
         if ask("status", "--porcelain", "--", claims_file.name).stdout.strip():
             return False, f"{claims_file.name} has changes not committed: a claim is committed before the runs"
-        last = ask("log", "-1", "--format=%H", "--", claims_file.name).stdout.strip()
+        last, _, when = ask("log", "-1", "--format=%H %cI", "--", claims_file.name).stdout.strip().partition(" ")
         if not last:
             return False, f"{claims_file.name} was never committed: a claim is committed before the runs"
+        committed = dt.datetime.fromisoformat(when)
         # one question per commit: a campaign's runs share a handful of commits
-        after = {c: ask("merge-base", "--is-ancestor", last, c).returncode == 0 for c in {r.commit for r in pool.runs}}
-        late = [r for r in pool.runs if not after[r.commit]]
+        commits = {r.commit for r in pool.runs}
+        known = {c for c in commits if ask("rev-parse", "--verify", "-q", f"{c}^{{commit}}").returncode == 0}
+        after = {c: ask("merge-base", "--is-ancestor", last, c).returncode == 0 for c in known}
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"cannot ask git whether {claims_file.name} preceded the runs: {exc}"
+    by_time = [r for r in pool.runs if r.commit not in known]
+    late = [r for r in pool.runs if not (after[r.commit] if r.commit in known else _started_after(r, committed))]
     if late:
         first = late[0]
         return False, (
-            f"{claims_file.name} was last changed in {last[:12]}, which {len(late)} of the {len(pool.runs)} pooled "
-            f"runs do not descend from (e.g. {first.run_dir.name}, made at {first.commit}): its claims were not "
-            "written before them"
+            f"{claims_file.name} was last changed in {last[:12]} ({when}), which {len(late)} of the "
+            f"{len(pool.runs)} pooled runs do not come after (e.g. {first.run_dir.name}, made at {first.commit}"
+            f"{', which git lacks, started ' + str(first.manifest.get('started_utc')) if first in by_time else ''}"
+            "): its claims were not written before them"
         )
-    return True, f"{claims_file.name} was last changed in {last[:12]}, before every pooled run's commit"
+    timed = (
+        f"; {len(by_time)} of them, made at commits git lacks ({', '.join(sorted({r.commit for r in by_time}))}), "
+        "by their start time"
+        if by_time
+        else ""
+    )
+    return True, f"{claims_file.name} was last changed in {last[:12]} ({when}), before every pooled run{timed}"
+
+
+def _started_after(run: pool_mod.Run, committed: dt.datetime) -> bool:
+    """Whether the run's manifest says it started after `committed` (False when it says nothing usable)."""
+    try:
+        return dt.datetime.fromisoformat(str(run.manifest.get("started_utc"))) > committed
+    except (TypeError, ValueError):
+        return False
 
 
 def write(

@@ -34,6 +34,7 @@ import pytest
 import tomllib
 
 from controller.vm.baseline import MAX_LIFT_MS, PINGED_TOL_MS, ping_min_rtt_ms
+from tests import climb
 from tests.timing import TIMER_LATE_MS, on_time
 
 REPO = Path(__file__).resolve().parents[2]
@@ -643,12 +644,9 @@ CLIMB_QUEUE_PKTS = 50
 CLIMB_S = 40
 PAPER_CLIMB_S = 1.6
 PAPER_RTT_MS = 82
-#: Reno's +1 packet per RTT closes a gap of G packets in G RTTs; eq. (7) closes 1/alpha of what is left per RTT,
-#: down to its 1/W floor (_eq7_rtts): 12 RTTs against Reno's 21 over 21 packets, 9 against 10 over 10, so a fixed
-#: share of Reno's time would judge the gap, not the algorithm.  Each climb over a gap of at least 10 packets is
-#: placed between the two counts (0 at eq. (7)'s, 1 at Reno's), and the median must be nearer eq. (7)'s.  Measured
-#: in the lab VM (6 boots, 12 such climbs): -3.9 to -0.03, the slowest a 21-packet gap in 11.4 RTTs.
-CLIMB_ALPHA = 4
+#: each climb over a gap of at least 10 packets is placed between eq. (7)'s RTTs for its gap (0) and Reno's (1)
+#: (tests/climb.py), and the median must be nearer eq. (7)'s.  Measured in the lab VM (6 boots, 12 such climbs):
+#: -3.9 to -0.03, the slowest a 21-packet gap in 11.4 RTTs where eq. (7) takes 12 and Reno 22.
 CLIMB_MIN_GAP_PKTS = 10
 CLIMB_MAX_PLACE = 0.5
 #: losses in the first seconds are slow start's overshoot and its aftermath, not the sawtooth
@@ -771,32 +769,13 @@ def _check_climbs(rows: list[dict[str, int | float]], report: dict[str, Any]) ->
     print(f"\n  LogWestwood+ climbs, {report['climb']['path']}: {climbs}; median {median} RTTs "
           f"({report['climb']['median_s_at_82ms']} s at 82 ms); paper {paper} RTTs ({PAPER_CLIMB_S} s)")  # fmt: skip
     assert len(climbs) >= 2, f"fewer than two climbs after {CLIMB_AFTER_S} s: {climbs} ({len(rows)} samples)"
-    places = sorted(_place(c) for c in climbs if c["wmax_pkts"] - c["ssthresh_pkts"] >= CLIMB_MIN_GAP_PKTS)
+    places = sorted(
+        climb.place(c["climb_s"] * 1000 / CLIMB_RTT_MS, int(c["ssthresh_pkts"]), int(c["wmax_pkts"]))
+        for c in climbs
+        if c["wmax_pkts"] - c["ssthresh_pkts"] >= CLIMB_MIN_GAP_PKTS
+    )
     report["climb"]["median_place"] = places[len(places) // 2] if places else None
     assert places, f"no climb over a gap of {CLIMB_MIN_GAP_PKTS}+ packets: {climbs}"
     assert places[len(places) // 2] < CLIMB_MAX_PLACE, (
         f"climbs placed at {places} between eq. (7)'s RTTs (0) and Reno's (1): median not below {CLIMB_MAX_PLACE}"
     )
-
-
-def _place(climb: dict[str, float]) -> float:
-    """Where a climb's RTTs (at the path's base RTT) sit between eq. (7)'s count for its gap (0) and Reno's (1)."""
-    ss, wmax = int(climb["ssthresh_pkts"]), int(climb["wmax_pkts"])
-    eq7, reno = _eq7_rtts(ss, wmax), _reno_rtts(ss, wmax)
-    return round((climb["climb_s"] * 1000 / CLIMB_RTT_MS - eq7) / (reno - eq7), 2)
-
-
-def _eq7_rtts(ssthresh: int, wmax: int) -> int:
-    """RTTs from a loss at `wmax` back to it by eq. (7) (alpha CLIMB_ALPHA) applied per acknowledged packet, W
-    packets acknowledged per RTT, after one RTT of recovery at `ssthresh`."""
-    w, rtts = float(ssthresh), 1
-    while w < wmax:
-        for _ in range(max(int(w), 1)):
-            w = min(w + max((wmax - w) / (CLIMB_ALPHA * w), 1 / w), wmax)
-        rtts += 1
-    return rtts
-
-
-def _reno_rtts(ssthresh: int, wmax: int) -> int:
-    """The same with Reno's +1 packet per RTT."""
-    return 1 + wmax - ssthresh

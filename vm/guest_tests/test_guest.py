@@ -711,7 +711,7 @@ def test_logwestwood_climb_on_the_papers_path(report: dict[str, Any]) -> None:
 def _climb_trial(report: dict[str, Any]) -> None:
     """LogWestwood+ (module, alpha = 4 fixed as in §III, eq. (7) per acknowledged packet) on the paper's path
     (100 Mbit/s, 82 ms, 50 packets): the time from each loss back to the window at the loss, beside the paper's
-    1.6 s, and well under the RTTs Reno's +1 per RTT would take over the same gap.
+    1.6 s, and nearer eq. (7)'s RTTs over the same gap than Reno's +1 per RTT (tests/climb.py).
 
     The router holds the 50-packet queue behind the shaper towards the receiver and the whole RTT's delay on
     the ACK direction, so that no data segment waits in a delay line while still charged to the sender's socket

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 #: the paper's simulations (§III) fix alpha = 4
 ALPHA = 4
+#: a median place below this is nearer eq. (7)'s count than Reno's
+MAX_PLACE = 0.5
 
 
 def eq7_rtts(ssthresh: int, wmax: int, alpha: int = ALPHA) -> int:

@@ -648,7 +648,6 @@ PAPER_RTT_MS = 82
 #: (tests/climb.py), and the median must be nearer eq. (7)'s.  Measured in the lab VM (6 boots, 12 such climbs):
 #: -3.9 to -0.03, the slowest a 21-packet gap in 11.4 RTTs where eq. (7) takes 12 and Reno 22.
 CLIMB_MIN_GAP_PKTS = 10
-CLIMB_MAX_PLACE = 0.5
 #: losses in the first seconds are slow start's overshoot and its aftermath, not the sawtooth
 CLIMB_AFTER_S = 5.0
 
@@ -776,6 +775,6 @@ def _check_climbs(rows: list[dict[str, int | float]], report: dict[str, Any]) ->
     )
     report["climb"]["median_place"] = places[len(places) // 2] if places else None
     assert places, f"no climb over a gap of {CLIMB_MIN_GAP_PKTS}+ packets: {climbs}"
-    assert places[len(places) // 2] < CLIMB_MAX_PLACE, (
-        f"climbs placed at {places} between eq. (7)'s RTTs (0) and Reno's (1): median not below {CLIMB_MAX_PLACE}"
+    assert places[len(places) // 2] < climb.MAX_PLACE, (
+        f"climbs placed at {places} between eq. (7)'s RTTs (0) and Reno's (1): median not below {climb.MAX_PLACE}"
     )

@@ -115,7 +115,8 @@ def _print_summary(res: vm.VmResult, report: dict[str, Any]) -> None:
     c = report.get("climb")
     if c:
         lines.append(
-            f"  LogWestwood+ on 100 Mbit/s, 82 ms, 50 pkts: {len(c['climbs'])} climbs back to Wmax, median "
+            f"  LogWestwood+ on 100 Mbit/s, 82 ms, 50 pkts: {len(c['climbs'])} climbs back to Wmax in a "
+            f"{c.get('flow_s')} s flow, median "
             f"{c['median_rtts']} RTTs ({c['median_s_at_82ms']} s; paper {c['paper_s']} s), median placed "
             f"{c.get('median_place')} from eq. (7)'s RTTs (0) to Reno's (1)"
         )

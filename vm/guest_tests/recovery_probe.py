@@ -4,6 +4,8 @@ recovery_probe.py sink ADDR PORT             -> prints "ready", then reads each 
 recovery_probe.py touch ADDR PORT            -> one connection, one byte, closed
 recovery_probe.py send ADDR PORT CC SECONDS  -> prints JSON: tcp_info before, in and after the first recovery
 recovery_probe.py trace ADDR PORT CC SECONDS -> prints JSON: every tcp_info sample (each 5 ms) of the flow
+recovery_probe.py watch ADDR PORT CC SECONDS -> the same samples as they come, one JSON line each after a line
+                                                of column names; stops early when its stdin closes or gives a line
 
 The sender writes from one thread while the main thread reads the socket's
 tcp_info (and TCP_CC_INFO, the algorithm's vegas-style get_info: bandwidth
@@ -20,6 +22,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,16 +103,39 @@ class _Bulk:
         self.sock.close()
 
 
-def trace(addr: str, port: int, cc: str, seconds: float) -> None:
+TRACE_COLUMNS = ["t_s", "cwnd", "ssthresh", "ca_state", "srtt_us"]
+
+
+def _trace(addr: str, port: int, cc: str, seconds: float, stop: threading.Event) -> Iterator[list[Any]]:
+    """A bulk flow's samples (TRACE_COLUMNS) each 5 ms for `seconds` or until `stop` is set; the flow is
+    aborted when the samples end."""
     bulk = _Bulk(addr, port, cc)
     t0 = time.monotonic()
-    samples = []
-    while time.monotonic() - t0 < seconds:
-        smp = _sample(bulk.sock, t0)
-        samples.append([smp["t_s"], smp["cwnd"], smp["ssthresh"], smp["ca_state"], smp["srtt_us"]])
-        time.sleep(0.005)
-    bulk.stop()
-    print(json.dumps({"cc": cc, "columns": ["t_s", "cwnd", "ssthresh", "ca_state", "srtt_us"], "samples": samples}))
+    try:
+        while time.monotonic() - t0 < seconds and not stop.is_set():
+            smp = _sample(bulk.sock, t0)
+            yield [smp[c] for c in TRACE_COLUMNS]
+            time.sleep(0.005)
+    finally:
+        bulk.stop()
+
+
+def trace(addr: str, port: int, cc: str, seconds: float) -> None:
+    samples = list(_trace(addr, port, cc, seconds, threading.Event()))
+    print(json.dumps({"cc": cc, "columns": TRACE_COLUMNS, "samples": samples}))
+
+
+def watch(addr: str, port: int, cc: str, seconds: float) -> None:
+    stop = threading.Event()
+
+    def wait_for_stdin() -> None:
+        sys.stdin.readline()  # a line or EOF: the reader has what it needs
+        stop.set()
+
+    threading.Thread(target=wait_for_stdin, daemon=True).start()
+    print(json.dumps(TRACE_COLUMNS), flush=True)
+    for smp in _trace(addr, port, cc, seconds, stop):
+        print(json.dumps(smp), flush=True)
 
 
 def send(addr: str, port: int, cc: str, seconds: float) -> None:
@@ -139,5 +165,7 @@ if __name__ == "__main__":
         touch(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "trace":
         trace(sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))
+    elif sys.argv[1] == "watch":
+        watch(sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))
     else:
         send(sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))

@@ -14,6 +14,9 @@ from __future__ import annotations
 ALPHA = 4
 #: a median place below this is nearer eq. (7)'s count than Reno's
 MAX_PLACE = 0.5
+#: the smallest gap a climb is placed over: below 8 packets eq. (7)'s count meets Reno's (its recovery RTT and
+#: 1/W floor outweigh the gap), and below 5 it passes it, so a place there says nothing of the algorithm
+MIN_GAP = 10
 
 
 def eq7_rtts(ssthresh: int, wmax: int, alpha: int = ALPHA) -> int:
@@ -34,5 +37,7 @@ def reno_rtts(ssthresh: int, wmax: int) -> int:
 
 def place(rtts: float, ssthresh: int, wmax: int) -> float:
     """Where a climb of `rtts` RTTs from `ssthresh` back to `wmax` sits: 0 at eq7_rtts, 1 at reno_rtts."""
+    if wmax - ssthresh < MIN_GAP:
+        raise ValueError(f"gap {wmax - ssthresh} packets ({ssthresh} -> {wmax}): a climb is placed over {MIN_GAP}+")
     eq7, reno = eq7_rtts(ssthresh, wmax), reno_rtts(ssthresh, wmax)
     return round((rtts - eq7) / (reno - eq7), 2)

@@ -475,3 +475,16 @@ def test_climb_judge_counts_the_cores_rtts(harness: Path) -> None:
         print(f"climb per packet {algo:12s} {rtts:6.1f} RTTs from {r['start_w']}: placed {placed[algo]}")
     assert abs(placed["logwestwood"]) <= 0.25, f"eq. (7)'s count is not the core's: {placed}"
     assert abs(placed["reno"] - 1) <= 0.05, f"Reno's count is not the core's: {placed}"
+
+
+def test_climb_judge_places_no_gap_where_its_counts_meet() -> None:
+    """Under climb.MIN_GAP packets eq. (7)'s RTT count comes within one RTT of Reno's (below 8 they meet, below 5
+    eq. (7)'s passes Reno's), so a place there would divide by zero or judge nothing: it is refused."""
+    for gap in range(1, climb.MIN_GAP):
+        with pytest.raises(ValueError, match=f"gap {gap} packets"):
+            climb.place(5.0, 300, 300 + gap)
+        assert climb.eq7_rtts(300, 300 + gap) >= climb.reno_rtts(300, 300 + gap) - 1
+    gap = climb.MIN_GAP
+    assert climb.reno_rtts(300, 300 + gap) - climb.eq7_rtts(300, 300 + gap) >= 2
+    assert climb.place(climb.eq7_rtts(300, 300 + gap), 300, 300 + gap) == 0
+    assert climb.place(climb.reno_rtts(300, 300 + gap), 300, 300 + gap) == 1

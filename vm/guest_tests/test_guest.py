@@ -648,10 +648,6 @@ CLIMB_S = 40
 CLIMB_MAX_S = 120
 PAPER_CLIMB_S = 1.6
 PAPER_RTT_MS = 82
-#: each climb over a gap of at least 10 packets is placed between eq. (7)'s RTTs for its gap (0) and Reno's (1)
-#: (tests/climb.py), and the median must be nearer eq. (7)'s.  Measured in the lab VM (6 boots, 12 such climbs):
-#: -3.9 to -0.03, the slowest a 21-packet gap in 11.4 RTTs where eq. (7) takes 12 and Reno 22.
-CLIMB_MIN_GAP_PKTS = 10
 #: losses in the first seconds are slow start's overshoot and its aftermath, not the sawtooth
 CLIMB_AFTER_S = 5.0
 
@@ -766,16 +762,18 @@ def _climb_trace(a: str, r: str, b: str) -> list[dict[str, int | float]]:
 
 
 def _placed(climbs: list[dict[str, float]]) -> list[float]:
-    """The climbs over a gap of CLIMB_MIN_GAP_PKTS or more, each placed between eq. (7)'s RTTs (0) and Reno's (1)."""
+    """The climbs over a gap of climb.MIN_GAP or more, each placed between eq. (7)'s RTTs for its gap (0) and
+    Reno's (1) (tests/climb.py); the median must be nearer eq. (7)'s.  Measured in the lab VM (6 boots, 12 such
+    climbs): -3.9 to -0.03, the slowest a 21-packet gap in 11.4 RTTs where eq. (7) takes 12 and Reno 22."""
     return sorted(
         climb.place(c["climb_s"] * 1000 / CLIMB_RTT_MS, int(c["ssthresh_pkts"]), int(c["wmax_pkts"]))
         for c in climbs
-        if c["wmax_pkts"] - c["ssthresh_pkts"] >= CLIMB_MIN_GAP_PKTS
+        if c["wmax_pkts"] - c["ssthresh_pkts"] >= climb.MIN_GAP
     )
 
 
 def _enough(climbs: list[dict[str, float]]) -> bool:
-    """Climbs enough for _check_climbs to judge: two or more, one of them over CLIMB_MIN_GAP_PKTS or more."""
+    """Climbs enough for _check_climbs to judge: two or more, one of them over climb.MIN_GAP or more."""
     return len(climbs) >= 2 and bool(_placed(climbs))
 
 
@@ -801,7 +799,7 @@ def _check_climbs(rows: list[dict[str, int | float]], report: dict[str, Any]) ->
     report["climb"]["median_place"] = places[len(places) // 2] if places else None
     report["climb"]["flow_s"] = float(rows[-1]["t_s"]) if rows else 0.0
     assert _enough(climbs), (
-        f"not two climbs, one over {CLIMB_MIN_GAP_PKTS}+ packets, from {CLIMB_AFTER_S} s to "
+        f"not two climbs, one over {climb.MIN_GAP}+ packets, from {CLIMB_AFTER_S} s to "
         f"{report['climb']['flow_s']} s: {climbs} ({len(rows)} samples)"
     )
     assert places[len(places) // 2] < climb.MAX_PLACE, (

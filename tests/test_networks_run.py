@@ -119,8 +119,11 @@ def _rows(path: Path) -> list[dict[str, str]]:
 @pytest.mark.usefixtures("clean_host")
 def test_udp_onoff_offers_its_rate_and_tcp_yields_and_recovers(tmp_path: Path) -> None:
     """On-off UDP (8 Mbit/s, 2 s on / 2 s off) beside a reno flow on a 20 Mbit/s link: in each on period the
-    link is offered the UDP rate within 2 % and sees every datagram the sender sent; the reno flow's rate
-    drops while UDP is on and recovers while it is off; a finite transfer records its completion time."""
+    link is offered the UDP rate within 2 % and sees every datagram the sender sent; a finite transfer records
+    its completion time; once it has ended, the reno flow's rate drops while UDP is on and recovers while it is off.
+    The reno flow is judged only after the transfer, which shares the first off period with it for as long as it
+    lasts (2.8-3.4 s of the run in six runs here, ending at 3.8-4.4 s): judged beside it, reno's off-period rate
+    followed the transfer's length, not the UDP's."""
     run_dir, summ = _run(UDP_ONOFF, tmp_path)
     sent = (run_dir / "iperf" / "f2.send.json").read_text().splitlines()[-1]
     report = json.loads(sent)
@@ -141,6 +144,10 @@ def test_udp_onoff_offers_its_rate_and_tcp_yields_and_recovers(tmp_path: Path) -
         secs = sum(dt for dt, _ in inner)
         got = sum(b for _, b in inner) * 8 / secs
         assert abs(got / rate - 1) <= 0.02, f"on period {start:.1f}-{end:.1f} s: offered {got / 1e6:.3f} Mbit/s"
+    fin = next(f for f in summ["flows"] if f["id"] == "f3")
+    assert fin["completion_s"] is not None and 0 < fin["completion_s"] < 11, fin
+    assert fin["bytes"] >= 3_000_000, f"a 3 MB transfer put {fin['bytes']} bytes through the link"
+    alone = fin["start_s"] + fin["completion_s"] + 0.5
     tcp = [(float(r["t_s"]), float(r["rate_bps"])) for r in _rows(run_dir / "timeseries.csv") if r["flow"] == "f1"]
 
     def mean_rate(on: bool) -> float:
@@ -148,15 +155,13 @@ def test_udp_onoff_offers_its_rate_and_tcp_yields_and_recovers(tmp_path: Path) -
         for t, v in tcp:
             inside = any(s + 0.5 <= t <= e for s, e, _n, _b in periods)
             gap = any(e + 0.5 <= t <= e + 2 for _s, e, _n, _b in periods) and t < 11.5
-            if (on and inside) or (not on and gap):
+            if t >= alone and ((on and inside) or (not on and gap)):
                 xs.append(v)
+        assert xs, f"no {'on' if on else 'off'} period of UDP after the transfer ended at {alone - 0.5:.1f} s"
         return sum(xs) / len(xs)
 
     on, off = mean_rate(True), mean_rate(False)
-    assert off - on >= 0.5 * rate, f"reno {on / 1e6:.2f} Mbit/s while UDP is on, {off / 1e6:.2f} while it is off"
-    fin = next(f for f in summ["flows"] if f["id"] == "f3")
-    assert fin["completion_s"] is not None and 0 < fin["completion_s"] < 11, fin
-    assert fin["bytes"] >= 3_000_000, f"a 3 MB transfer put {fin['bytes']} bytes through the link"
+    assert off - on >= 0.75 * rate, f"reno {on / 1e6:.2f} Mbit/s while UDP is on, {off / 1e6:.2f} while it is off"
 
 
 MULTIPATH = """

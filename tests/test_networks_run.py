@@ -122,7 +122,7 @@ def test_udp_onoff_offers_its_rate_and_tcp_yields_and_recovers(tmp_path: Path) -
     link is offered the UDP rate within 2 % and sees every datagram the sender sent; a finite transfer records
     its completion time; once it has ended, the reno flow's rate drops while UDP is on and recovers while it is off.
     The reno flow is judged only after the transfer, which shares the first off period with it for as long as it
-    lasts (2.8-3.4 s of the run in six runs here, ending at 3.8-4.4 s): judged beside it, reno's off-period rate
+    lasts (2.8-3.4 s from its start at 1 s in six runs here): judged beside it, reno's off-period rate
     followed the transfer's length, not the UDP's."""
     run_dir, summ = _run(UDP_ONOFF, tmp_path)
     sent = (run_dir / "iperf" / "f2.send.json").read_text().splitlines()[-1]

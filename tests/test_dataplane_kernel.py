@@ -122,6 +122,9 @@ class Overload:
     """Forwarded rate while the queue held packets."""
     peak_backlog: int
     queue_drops: int
+    """The flow's."""
+    link_drops: int
+    """The link's: the flow's and those of packets of no flow (an IGMP report of a port that has just come up)."""
     forwarded: int
     received: int
     empties_while_backlogged: int
@@ -133,39 +136,50 @@ class Overload:
 def _overload(bed: Bed, packets: int, offered_bps: float) -> Overload:
     """Offer UDP above the link rate; measure the rate while backlogged and the peak backlog."""
     peak = 0
-    busy: list[tuple[float, int, int]] = []  # (t, link bytes, empties) at polls that found a backlog
+    busy: list[tuple[float, int, int, int]] = []  # (t, link bytes, empties before, after) at busy polls
     stop = threading.Event()
 
     def poll() -> None:
         nonlocal peak
         while not stop.is_set():
-            snap = bed.dp.read()
+            before = _empties(bed.dp)
+            snap = bed.dp.read()  # reads the empties after the link's counters
             peak = max(peak, snap.backlog_pkts)
             if snap.backlog_pkts > 0:
-                busy.append((snap.t, snap.link.fwd_bytes, snap.empties or 0))
+                busy.append((snap.t, snap.link.fwd_bytes, before, snap.empties or 0))
             time.sleep(0.005)
 
     t = threading.Thread(target=poll)
     t.start()
-    before = bed.flow()
+    before, link_before = bed.flow(), bed.dp.read().link
     qdisc_before = _qdisc_drops()
     try:
         received = bed.udp(packets, offered_bps)
     finally:
         stop.set()
         t.join()
-    after = bed.flow()
-    (t_a, b_a, e_a), (t_b, b_b, e_b) = busy[0], busy[-1]
+    after, link_after = bed.flow(), bed.dp.read().link
+    # the empties read after the first busy poll's backlog and before the last one's: the drain at the end of the
+    # offer empties the queue once, and a poll that found its last packet could otherwise count that empty
+    (t_a, b_a, _, e_a), (t_b, b_b, e_b, _) = busy[0], busy[-1]
     assert t_b - t_a > 0.3, f"queue backlogged for only {t_b - t_a:.2f} s"
     return Overload(
         rate_bps=(b_b - b_a) * 8 / (t_b - t_a),
         peak_backlog=peak,
         queue_drops=after.q_drop_pkts - before.q_drop_pkts,
+        link_drops=link_after.q_drop_pkts - link_before.q_drop_pkts,
         forwarded=after.fwd_pkts - before.fwd_pkts,
         received=received,
         empties_while_backlogged=e_b - e_a,
         qdisc_drops=_qdisc_drops() - qdisc_before,
     )
+
+
+def _empties(dp: Bottleneck) -> int:
+    """How many departures have left the queue empty so far."""
+    assert isinstance(dp, KernelBottleneck)
+    raw = dp._maps["bn_empties"].lookup(b"\0" * 4)
+    return struct.unpack("=Q", raw)[0] if raw is not None else 0
 
 
 def _qdisc_drops() -> int:
@@ -195,9 +209,11 @@ def test_queue_limit_holds_and_rate_is_shaped(bed: Bed, shaped: Callable[[LinkPa
     shaped(LinkParams(rate_bps=rate, queue_pkts=qlim, shaper=shaper))
 
     def attempt() -> None:
-        o = _overload(bed, 3000, 40e6)
+        sent = 3000
+        o = _overload(bed, sent, 40e6)
         assert o.queue_drops > 0, "no queue drops although offered 4x the rate"
-        assert o.queue_drops == o.qdisc_drops, f"counted {o.queue_drops} queue drops, the qdisc {o.qdisc_drops}"
+        assert o.link_drops == o.qdisc_drops, f"counted {o.link_drops} queue drops, the qdisc {o.qdisc_drops}"
+        assert o.queue_drops + o.forwarded == sent, f"{o.queue_drops} of the flow dropped, {o.forwarded} forwarded"
         assert o.received == o.forwarded, f"receiver got {o.received}, data plane forwarded {o.forwarded}"
         assert o.peak_backlog <= qlim + 2, f"backlog reached {o.peak_backlog} packets, limit {qlim} (+2 in flight)"
         assert 0.97 * rate <= o.rate_bps <= 1.02 * rate, f"{o.rate_bps / 1e6:.3f} Mbit/s on a 10 Mbit/s {shaper} link"

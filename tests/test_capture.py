@@ -1,6 +1,10 @@
 """In-network counts against an independent capture: every flow's bytes and packets at an emulated link, as
 the data plane counts them, equal what tcpdump sees arriving after that link, MPTCP subflows included (their
-last packet, the ACK of the receiver's FIN, leaves after the data: the sender waits for it before it ends)."""
+last packet, the ACK of the receiver's FIN, leaves after the data: the sender waits for it before it ends).
+
+The run's counts end at its final read, after the flows ended; what teardown makes the hosts send after it
+(a subflow's reset answering a late segment once its socket is gone) is captured but not the run's, so the
+capture is cut at the moment that read returned."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from scapy.utils import RawPcapReader
 
 from controller import spec
 from controller.experiment import runner
+from controller.measure.monitor import Monitor, Series
 from controller.spec import tomllib
 from tests.conftest import REPO
 
@@ -83,11 +88,14 @@ class Captures:
             self.dropped[lid] = int(found.group(1)) if found else -1
 
 
-def _tally(pcap: Path) -> dict[tuple[str, str, int, int, int], tuple[int, int]]:
-    """Wire bytes and packets per 5-tuple (the frame's original length, as the data plane charges it)."""
+def _tally(pcap: Path, until: float = float("inf")) -> dict[tuple[str, str, int, int, int], tuple[int, int]]:
+    """Wire bytes and packets per 5-tuple (the frame's original length, as the data plane charges it) of the
+    packets captured at or before `until` (seconds since the epoch, the capture's clock)."""
     size: Counter[tuple[str, str, int, int, int]] = Counter()
     count: Counter[tuple[str, str, int, int, int]] = Counter()
     for data, meta in RawPcapReader(str(pcap)):
+        if meta.sec + meta.usec / 1e6 > until:
+            continue
         pkt = Ether(data)
         if IP not in pkt or not (TCP in pkt or UDP in pkt):
             continue
@@ -103,11 +111,22 @@ def _tally(pcap: Path) -> dict[tuple[str, str, int, int, int], tuple[int, int]]:
     ["experiments/multipath.toml", "experiments/mptcpw/shared-bottleneck.toml"],
     ids=["two-paths", "one-path-two-subflows"],
 )
-def test_every_flow_and_subflow_counted_as_a_capture_sees_it(path: str, tmp_path: Path) -> None:
+def test_every_flow_and_subflow_counted_as_a_capture_sees_it(
+    path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = spec.parse(tomllib.loads(_spec_text(path)))
     caps = Captures(tmp_path)
     results = tmp_path / "results"
     run_dirs: list[Path] = []
+    final_read: list[float] = []
+    monitor_stop = Monitor.stop
+
+    def stop_and_note(self: Monitor) -> Series:
+        out = monitor_stop(self)
+        final_read.append(time.time())
+        return out
+
+    monkeypatch.setattr(Monitor, "stop", stop_and_note)
 
     def running() -> None:
         run_dirs.append(max(results.iterdir(), key=lambda p: p.stat().st_mtime))
@@ -120,17 +139,19 @@ def test_every_flow_and_subflow_counted_as_a_capture_sees_it(path: str, tmp_path
     summ: dict[str, Any] = out.summary
     assert summ["complete"], summ["reason"]
     assert all(n == 0 for n in caps.dropped.values()), f"the capture itself lost packets: {caps.dropped}"
+    assert len(final_read) == 1, final_read
     flows = {f["id"]: f for f in summ["flows"]}
     checked = 0
     for lk in summ["links"]:
-        seen = _tally(caps.files[lk["id"]])
+        seen = _tally(caps.files[lk["id"]], until=final_read[0])
         for fid, counted in lk["flows"].items():
             tup = flows[fid]["five_tuple"]
             key = (tup[0], tup[1], tup[2], tup[3], {"tcp": 6, "udp": 17}[tup[4]])
             got = seen.get(key, (0, 0))
             assert (counted["bytes"], counted["packets"]) == got, (
                 f"{lk['id']} {fid} {key}: counted {counted['bytes']} bytes / {counted['packets']} packets, "
-                f"captured {got[0]} / {got[1]}"
+                f"captured {got[0]} / {got[1]} up to the final read "
+                f"({_tally(caps.files[lk['id']]).get(key, (0, 0))} in all)"
             )
             checked += 1
     subflows = [fid for fid in flows if "." in fid]

@@ -3,8 +3,9 @@ the data plane counts them, equal what tcpdump sees arriving after that link, MP
 last packet, the ACK of the receiver's FIN, leaves after the data: the sender waits for it before it ends).
 
 The run's counts end at its final read, after the flows ended; what the hosts send after it, while the run
-stops its flows and tears down, is captured but not the run's (one run captured two option-less 54-byte
-frames on a subflow there, as resets from closed sockets are), so the capture is cut where that read returned."""
+stops its flows and tears down, is captured but not the run's (one uncut run captured two option-less 54-byte
+frames on a subflow more than it counted, as resets from closed sockets are), so the capture is cut where that
+read returned."""
 
 from __future__ import annotations
 

@@ -986,8 +986,8 @@ def parser() -> argparse.ArgumentParser:
         "--spec",
         action="append",
         metavar="FILE",
-        help="a spec or sweep spec to measure (a sweep: run i is grid point i); repeatable (default: the demo "
-        "and the BTBE paper's path at 200 Mbit/s)",
+        help="a spec or sweep spec to measure (a sweep: run i is grid point i, repetition by repetition); "
+        "repeatable (default: the demo and the BTBE paper's path at 200 Mbit/s)",
     )
     bw.add_argument("--jobs", default="1,2,3", help="the N to measure, comma-separated (default 1,2,3)")
     bw.add_argument("--duration-s", type=float, default=20.0, help="seconds per run, replacing the spec's (default 20)")

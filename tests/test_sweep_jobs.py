@@ -256,11 +256,15 @@ def test_bench_sweep_names_a_run_that_did_not_complete(tmp_path: Path, monkeypat
     assert (keep / "r0" / "t-r0").is_dir() and not (tmp_path / "out" / "r0").exists()
 
 
-def test_bench_sweep_takes_one_run_per_grid_point_of_a_sweep(tmp_path: Path) -> None:
+def test_bench_sweep_covers_the_grid_before_a_points_next_repetition(tmp_path: Path) -> None:
     spec_file = _toml(_raw(repetitions=3, **{"flows[0].algo": ["reno", "cubic"]}), tmp_path / "t.toml")
     name, raws = bench_sweep.specs_of(spec_file)
     assert name == "tiny"
-    assert [(r["name"], r["flows"][0]["algo"]) for r in raws] == [("tiny-p000-r0", "reno"), ("tiny-p001-r0", "cubic")]
+    got = [(r["name"], r["flows"][0]["algo"]) for r in raws]
+    assert got == [(f"tiny-p00{p}-r{r}", algo) for r in range(3) for p, algo in enumerate(("reno", "cubic"))], got
+    # runs of one point side by side draw their repetitions' random losses, not one seed's
+    seeds = [r["seed"] for r in raws]
+    assert seeds[0] == seeds[1] and len({seeds[0], seeds[2], seeds[4]}) == 3, seeds
     plain = _raw()
     del plain["sweep"]
     assert bench_sweep.specs_of(_toml(plain, tmp_path / "plain.toml")) == ("tiny", [plain])

@@ -10,13 +10,16 @@ directory is kept (results/bench-sweep/<UTC time>/). By default two specs:
 the demo (four flows at 100 Mbit/s, 10 ms) and the BTBE paper's path at its own
 scale (Figs. 5 and 6, Table I): one btbe flow at 200 Mbit/s, 80 ms each way
 through cclab-delay, a 400-packet queue. Fig. 4 goes on to 500 Mbit/s, where
-fewer runs may fit side by side. ``--spec`` measures a spec of one's own instead, or a sweep's grid: run i
-is grid point i (modulo the grid's size), so the runs cover the grid alike at
-every N. A run cut to the bench's length keeps the link changes of its first
-`duration_s` (a schedule's later steps are left out), and its finite transfers
-send for the whole run instead (they would overrun it); the bench says so. A
-campaign's sweep runs as many at a time as this bench shows its points hold
-(``jobs`` in the campaign file).
+fewer runs may fit side by side. ``--spec`` measures a spec of one's own
+instead, or a sweep's runs in turn: every grid point's first repetition, then
+every point's second, and so on (run i is grid point i modulo the grid's size,
+so the runs cover the grid alike at every N), each with its repetition's seed,
+so that two runs of one point side by side draw different random losses. A run
+cut to the bench's length keeps the link changes of its first `duration_s` (a
+schedule's later steps are left out), and its finite transfers send for the
+whole run instead (they would overrun it); the bench says so. A campaign's
+sweep runs as many at a time as this bench shows its points hold (``jobs`` in
+the campaign file).
 
 The machine must be quiet while it measures: other work takes CPU from the
 runs and fails fidelity checks that would pass, so a busy machine's figures
@@ -62,14 +65,15 @@ def default_specs() -> dict[str, list[dict[str, Any]]]:
 
 
 def specs_of(path: Path) -> tuple[str, list[dict[str, Any]]]:
-    """A spec file's name and the specs its runs cycle through: the spec itself, or a sweep's grid points (its
-    first repetition of each). Raises SpecError or SweepError (one line) for a file that is neither."""
+    """A spec file's name and the specs its runs cycle through: the spec itself, or a sweep's runs repetition by
+    repetition (every grid point's first, then every point's second, ...). Raises SpecError or SweepError (one
+    line) for a file that is neither."""
     raw = spec.read_raw(path)
     if "sweep" not in raw:
         spec.load(path)  # validated before any run
         return str(raw.get("name", path.stem)), [dict(raw)]
     sw = sweep_spec.load(path)
-    return sw.name, [dict(pt.raw) for pt in sw.points if pt.rep == 0]
+    return sw.name, [dict(pt.raw) for pt in sorted(sw.points, key=lambda pt: (pt.rep, pt.index))]
 
 
 STEPS_LEFT_OUT = "schedule steps past the run's end left out"

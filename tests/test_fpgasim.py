@@ -241,7 +241,11 @@ def test_run_on_the_element_in_the_loop(tmp_path: Path) -> None:
         assert f["bytes"] > 0 and f["packets"] > 0, f"{f['id']}: no bytes counted by the RTL"
         r = f["throughput_bps"] / f["iperf_goodput_bps"]
         assert 0.95 <= r <= 1.10, f"{f['id']}: in-network {f['throughput_bps']:.0f} vs iperf3 {f['iperf_goodput_bps']}"
-        assert 19.9 <= f["min_rtt_ms"] <= 23.0, f"{f['id']}: min RTT {f['min_rtt_ms']} ms, want 2 x 10 ms"
+        assert f["min_rtt_ms"] >= 19.9, f"{f['id']}: min RTT {f['min_rtt_ms']} ms, below the element's 2 x 10 ms"
+    # from above only the path's shortest, as the fidelity rule has it: a flow that starts after the other has
+    # built a queue deeper than the path's BDP (100 packets over 33 here) may never sample the bare path
+    shortest = min(f["min_rtt_ms"] for f in s["flows"])
+    assert shortest <= 23.0, f"the flows' shortest RTT {shortest} ms, want 2 x 10 ms"
     rows = (out.run_dir / "flows.csv").read_text().splitlines()
     assert len(rows) == 1 + len(s["flows"])
     _check_element_stats(s)

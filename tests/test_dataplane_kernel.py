@@ -128,7 +128,7 @@ class Overload:
     """What a shaped link did while offered more than its rate."""
 
     rate_bps: float
-    """Forwarded rate while the queue held packets."""
+    """Forwarded rate from the first poll that found the queue standing to the last that found it backlogged."""
     peak_backlog: int
     queue_drops: int
     """The flow's."""
@@ -137,17 +137,20 @@ class Overload:
     forwarded: int
     received: int
     empties_while_backlogged: int
-    """Departures that left the queue empty between the first and the last poll that found it backlogged."""
+    """Departures that left the queue empty between the first poll that found the queue standing and the last that
+    found it backlogged."""
     qdisc_drops: int
     """What the queue's own qdisc (tc -s) says it dropped meanwhile."""
 
 
-def _overload(bed: Bed, packets: int, offered_bps: float) -> Overload:
-    """Offer UDP above the link rate; measure the rate while backlogged and the peak backlog."""
+def _overload(bed: Bed, packets: int, offered_bps: float, standing: int = 1) -> Overload:
+    """Offer UDP above the link rate; measure the rate while backlogged and the peak backlog.  The queue stands
+    from the first poll that finds `standing` packets in it: before, the shaper's bucket lets the offer's first
+    frames through unqueued, each departure leaving the queue empty."""
     peak = 0
     threads = _softirq_threads()
     waited = _softirq_waits(threads)
-    busy: list[tuple[float, int, int, int]] = []  # (t, link bytes, empties before, after) at busy polls
+    busy: list[tuple[float, int, int, int, int]] = []  # (t, backlog, link bytes, empties before, after) if backlogged
     stop = threading.Event()
 
     def poll() -> None:
@@ -160,7 +163,7 @@ def _overload(bed: Bed, packets: int, offered_bps: float) -> Overload:
             snap = bed.dp.read()  # reads the empties after the link's counters
             peak = max(peak, snap.backlog_pkts)
             if snap.backlog_pkts > 0:
-                busy.append((snap.t, snap.link.fwd_bytes, before, snap.empties or 0))
+                busy.append((snap.t, snap.backlog_pkts, snap.link.fwd_bytes, before, snap.empties or 0))
             time.sleep(0.005)
 
     t = threading.Thread(target=poll)
@@ -173,9 +176,11 @@ def _overload(bed: Bed, packets: int, offered_bps: float) -> Overload:
         stop.set()
         t.join()
     after, link_after = bed.flow(), bed.dp.read().link
-    # the empties read after the first busy poll's backlog and before the last one's: the drain at the end of the
-    # offer empties the queue once, and a poll that found its last packet could otherwise count that empty
-    (t_a, b_a, _, e_a), (t_b, b_b, e_b, _) = busy[0], busy[-1]
+    # the empties read after the first standing poll's backlog and before the last busy one's: the drain at the end
+    # of the offer empties the queue once, and a poll that found its last packet could otherwise count that empty
+    stood = [b for b in busy if b[1] >= standing]
+    assert stood, f"the queue never held {standing} packets (peak {peak})"
+    (t_a, _, b_a, _, e_a), (t_b, _, b_b, e_b, _) = stood[0], busy[-1]
     assert t_b - t_a > 0.3, f"queue backlogged for only {t_b - t_a:.2f} s"
     return Overload(
         rate_bps=(b_b - b_a) * 8 / (t_b - t_a),
@@ -237,17 +242,18 @@ def shaped(bed: Bed) -> Iterator[Callable[[LinkParams], None]]:
 
 @pytest.mark.parametrize("shaper", ["htb", "tbf"])
 def test_queue_limit_holds_and_rate_is_shaped(bed: Bed, shaped: Callable[[LinkParams], None], shaper: str) -> None:
-    """10 Mbit/s with a 20-packet queue, offered 40 Mbit/s: the rate holds, never more than 20 queued. The queue
-    drains in 17 ms: a sender the host stalled for longer lets it run empty, and so does a host that kept the
-    kernel's softirq thread (which forwards what the sender sent once the kernel defers it, and wakes the shaper)
-    off the CPU; the try is made again where either says it waited (on_time), and a queue that ran empty with
-    both on time fails."""
+    """10 Mbit/s with a 20-packet queue, offered 40 Mbit/s: the rate holds, never more than 20 queued, and once
+    the queue stands (half full: the bucket of two frames lets the first through unqueued) it never runs empty
+    until the offer ends. The queue drains in 17 ms: a sender the host stalled for longer lets it run empty, and
+    so does a host that kept the kernel's softirq thread (which forwards what the sender sent once the kernel
+    defers it, and wakes the shaper) off the CPU; the try is made again where either says it waited (on_time),
+    and a queue that ran empty with both on time fails."""
     rate, qlim = 10_000_000, 20
     shaped(LinkParams(rate_bps=rate, queue_pkts=qlim, shaper=shaper))
 
     def attempt() -> None:
         sent = 3000
-        o = _overload(bed, sent, 40e6)
+        o = _overload(bed, sent, 40e6, standing=qlim // 2)
         assert o.queue_drops > 0, "no queue drops although offered 4x the rate"
         assert o.link_drops == o.qdisc_drops, f"counted {o.link_drops} queue drops, the qdisc {o.qdisc_drops}"
         assert o.queue_drops + o.forwarded == sent, f"{o.queue_drops} of the flow dropped, {o.forwarded} forwarded"

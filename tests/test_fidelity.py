@@ -13,7 +13,7 @@ from controller.dataplane import FlowCounters, Snapshot
 from controller.experiment import runner
 from controller.measure.metrics import binomial_interval
 from controller.measure.monitor import Monitor, Series
-from controller.results import summary
+from controller.results import edge, summary
 from tests.conftest import loss_interval
 
 RATE_BPS = 10e6
@@ -401,3 +401,21 @@ def test_an_mptcp_subflow_that_never_carried_a_byte_fails_the_run() -> None:
     checks.clear()
     summary._mptcp_entry(sf, subs, Series(), {}, {}, {}, True, checks)
     assert [(c.value, c.ok) for c in checks] == [(2, True)]
+
+
+def test_the_edge_check_notes_its_failure_as_every_check_does() -> None:
+    """A flow whose sender's edge counted more packets than its path forwarded, dropped and held queued fails the
+    fabric's check, and its note reads as any failed check's (what a reader of the notes matches)."""
+    hop = {"packets": 90, "offered_packets": 100, "random_drops": 2, "queue_drops": 3, "bytes": 0, "offered_bytes": 0}
+    summ: dict[str, Any] = {
+        "links": [{"id": "l1", "flows": {"f1": hop}}],
+        "flows": [{"id": "f1", "path": ["l1"]}],
+        "fidelity": {"ok": True, "notes": [], "checks": {}},
+    }
+    edge.add_edge(summ, {"f1": {"packets": 100 + edge.EDGE_TOLERANCE_PKTS + 1, "bytes": 0}})
+    tol, over = edge.EDGE_TOLERANCE_PKTS, edge.EDGE_TOLERANCE_PKTS + 1
+    assert summ["flows"][0]["edge"]["unexplained_packets"] == over, summ["flows"][0]
+    assert not summ["fidelity"]["ok"] and summ["fidelity"]["notes"] == [
+        f"f1.edge_unexplained_packets = {over} outside [{-tol}, {tol}] "
+        f"(edge {100 + over} - forwarded 90 - drops 5 - queued 5)"
+    ], summ["fidelity"]

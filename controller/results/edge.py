@@ -47,5 +47,5 @@ def add_edge(summ: dict[str, Any], edge: dict[str, dict[str, int]]) -> None:
         check = Check(f"{fl['id']}.edge_unexplained_packets", unexplained, -tol, tol, note)
         fid_checks[check.name] = check.as_dict()
         if not check.ok:
-            summ["fidelity"]["notes"].append(f"{check.name} = {unexplained} outside [{-tol}, {tol}] ({note})")
+            summ["fidelity"]["notes"].append(check.failure_note())
             summ["fidelity"]["ok"] = False

@@ -72,6 +72,15 @@ class Check:
     def as_dict(self) -> dict[str, Any]:
         return {"value": self.value, "lo": self.lo, "hi": self.hi, "ok": self.ok, "note": self.note}
 
+    @classmethod
+    def from_dict(cls, name: str, d: dict[str, Any]) -> Check:
+        """The check summary.json holds (as_dict) under `name`."""
+        return cls(name, d["value"], d["lo"], d["hi"], d.get("note", ""))
+
+    def failure_note(self) -> str:
+        """The fidelity note this check writes when it fails: "<name> = <value> outside [<lo>, <hi>] (<note>)"."""
+        return f"{self.name} = {self.value} outside [{self.lo}, {self.hi}]" + (f" ({self.note})" if self.note else "")
+
 
 def queue_never_emptied(rows: list[dict[str, Any]], path: list[str], start_s: float, end_s: float) -> bool:
     """Whether every poll in [start_s, end_s] found packets queued on at least one link of `path` (polls, so a
@@ -171,10 +180,6 @@ def is_rtt_check(name: str) -> bool:
     return name == "base_rtt_ms" or name.endswith(".base_rtt_ms")
 
 
-def _check_note(c: Check) -> str:
-    return f"{c.name} = {c.value} outside [{c.lo}, {c.hi}]" + (f" ({c.note})" if c.note else "")
-
-
 def rejudged(
     summ: dict[str, Any],
     link_rows: Callable[[], list[dict[str, Any]]],
@@ -199,9 +204,9 @@ def rejudged(
     redone = {c.name for c in checks}
     recorded = fid.get("checks", {})
     old = {n: c for n, c in recorded.items() if (delay and is_rtt_check(n)) or n in redone}
-    stale = {_check_note(Check(n, c["value"], c["lo"], c["hi"], c.get("note", ""))) for n, c in old.items()}
+    stale = {Check.from_dict(n, c).failure_note() for n, c in old.items()}
     notes = [n for n in fid.get("notes", []) if n not in stale and not n.startswith("run incomplete:")]
-    notes += [_check_note(c) for c in checks if not c.ok]
+    notes += [c.failure_note() for c in checks if not c.ok]
     if not summ.get("complete"):
         notes.append(f"run incomplete: {summ.get('reason')}")
     kept = {n: c for n, c in recorded.items() if n not in old}
@@ -644,7 +649,7 @@ def build(
     per_flow = spec_flow_rates(out_flows)
     rates = list(per_flow.values())
     interval_j = [r["jain"] for r in series.link if r["jain"] is not None and r.get("link", "l1") == links[0]["id"]]
-    notes += [_check_note(c) for c in checks if not c.ok]
+    notes += [c.failure_note() for c in checks if not c.ok]
     if not complete:
         notes.append(f"run incomplete: {reason}")
     first = dict(links[0])

@@ -25,6 +25,7 @@ from controller.dataplane.kernel import KernelBottleneck
 from controller.dataplane.red import red_config
 from controller.experiment import runner
 from controller.network import Red
+from tests import hostload
 from tests.conftest import kernel_dumbbell, loss_interval
 from tests.timing import on_time
 from tests.udp_tool import STALL_S
@@ -196,14 +197,8 @@ def _overload(bed: Bed, packets: int, offered_bps: float, standing: int = 1) -> 
 
 def _softirq_threads() -> list[Path]:
     """The schedstat files of the kernel's ksoftirqd threads (one a CPU)."""
-    found = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().startswith("ksoftirqd/"):
-                found.append(comm.with_name("schedstat"))
-        except OSError:  # a process that ended meanwhile
-            pass
-    return found
+    procs = hostload.snapshot().procs
+    return [Path(f"/proc/{pid}/schedstat") for pid, (comm, _) in procs.items() if comm.startswith("ksoftirqd/")]
 
 
 def _softirq_waits(threads: list[Path]) -> list[int]:

@@ -716,7 +716,8 @@ static int cmd_climb(const char *name, u32 b, const char *count)
 		if (losses == 2 && s.w >= CL_CAP) {
 			printf("algo=%s\nacks_per_ack=%u\nper_packet=%u\n",
 			       name, s.b, s.per_packet);
-			printf("bdp_pkts=683\ncap_pkts=%u\n", CL_CAP);
+			printf("bdp_pkts=683\ncap_pkts=%u\nrtt_us=%u\n", CL_CAP,
+			       CL_RTT_US);
 			printf("start_w=%u\nclimb_us=%" PRIu64 "\n", start_w,
 			       (s.t_ns - t_loss) / 1000);
 			P64("alpha_q10", s.l.alpha);

@@ -29,7 +29,7 @@ import pytest
 
 from controller.clean import VAGRANT_NS_HOLDER, VAGRANT_STATE_ROOT
 from controller.results.summary import Check, is_rtt_check
-from controller.vm.baseline import MAX_LIFT_MS, PINGED_TOL_MS, min_rtt_of
+from controller.vm.baseline import MAX_LIFT_MS, PING_INTERVAL_S, PINGED_TOL_MS, PINGS, min_rtt_of
 from tests.timing import TIMER_LATE_MS, on_time
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,8 +100,8 @@ DESTROY_TIMEOUT_S = 180
 DAEMON_START_S = 30
 #: a command in the guest, its output as it writes it (no terminal: no carriage returns, no colours)
 SSH = ["ssh", "--no-tty", "-c"]
-#: pings in the box across a veth pair with netem's delay ($1 ms) each way, in namespaces removed on the way out:
-#: what the box's timers make of the demo's delay in the same boot (controller/vm/baseline.py)
+#: $2 pings, $3 s apart, in the box across a veth pair with netem's delay ($1 ms) each way, in namespaces removed
+#: on the way out: what the box's timers make of the demo's delay in the same boot (controller/vm/baseline.py)
 PING_OVER_NETEM = r"""
 set -eu
 a=cclab-ping-a b=cclab-ping-b
@@ -115,7 +115,7 @@ ip -n $a link set va up
 ip -n $b link set vb up
 tc -n $a qdisc add dev va root netem delay "$1"ms
 tc -n $b qdisc add dev vb root netem delay "$1"ms
-ip netns exec $a ping -n -q -c 20 -i 0.05 10.9.9.2
+ip netns exec $a ping -n -q -c "$2" -i "$3" 10.9.9.2
 """
 
 
@@ -495,7 +495,8 @@ def _demo_in_the_box(box: Sandbox, times: dict[str, float], late: list[int]) -> 
     print(f"the box's polls (ms late): {polls}")
     late[0] += (polls.get("wake_ms_max") or 0) > TIMER_LATE_MS
     want = 2 * summ["bottleneck"]["delay_ms"]
-    ping, _ = _vagrant(box, [*SSH, f"sudo sh -c {shlex.quote(PING_OVER_NETEM)} sh {want / 2:g}"], 120)
+    command = f"sudo sh -c {shlex.quote(PING_OVER_NETEM)} sh {want / 2:g} {PINGS} {PING_INTERVAL_S}"
+    ping, _ = _vagrant(box, [*SSH, command], 120)
     pinged = min_rtt_of(ping.stdout)
     assert ping.returncode == 0 and pinged is not None, f"pings over netem in the box:\n{_tail(ping)}"
     print(f"pings over {want / 2:g} ms of netem each way in the box: {pinged} ms")

@@ -492,16 +492,16 @@ TABLE_END = "<!-- end of the campaign's verdicts -->"
 def verdict_rows(
     specs: list[Path], under: Path | None = None, *, plots: bool = True, again: bool = False
 ) -> list[dict[str, str]]:
-    """Every sweep with a claims file and an archive reported from its archive alone (its report written beside the
-    archive, under `under`, with the digests of what it was made from), then `judged_rows`.  A sweep whose report
-    was made from what it would be made from now is left as it is, unless `again`."""
+    """Every sweep with an archive reported from its archive alone (its report written beside the archive, under
+    `under`, with the digests of what it was made from; verdicts where it has a claims file), then `judged_rows`.
+    A sweep whose report was made from what it would be made from now is left as it is, unless `again`."""
     from controller.results import report
 
     made: dict[Path, str] = {}
     for p in specs:
         sw = sweep_spec.load(p)
         held = archives(sw.name, under)
-        if not _claims_file(p).exists() or not held:
+        if not held:
             continue
         dest = held[0].parent / sw.name
         inputs = made[p] = _digests(p, held)
@@ -525,15 +525,14 @@ def judged_rows(
 ) -> list[dict[str, str]]:
     """Every claim of every sweep's claims file, in campaign order, as the sweep's report beside its archive judged
     it (verdicts.csv's columns plus `sweep`); a sweep without an archive, or whose archive pools no run, gives each
-    of its claims n = 0 (inconclusive), as the rule would.  Reads no run: SweepError if a report was made from
-    other inputs than today's (a part saved since, the claims, the spec or the report's code changed).  `digests`:
-    each spec's inputs as `verdict_rows` has just read them (the archives are hundreds of MB: read once)."""
+    of its claims n = 0 (inconclusive), as the rule would.  Reads no run: SweepError if the report of a sweep with
+    an archive, claims or none, was made from other inputs than today's (a part saved since, the claims, the spec
+    or the report's code changed).  `digests`: each spec's inputs as `verdict_rows` has just read them (the
+    archives are hundreds of MB: read once)."""
     rows: list[dict[str, str]] = []
     for p in specs:
         sw = sweep_spec.load(p)
         claims_file = _claims_file(p)
-        if not claims_file.exists():
-            continue
         held = archives(sw.name, under)
         judged: list[dict[str, str]] = []
         if held:
@@ -546,6 +545,8 @@ def judged_rows(
             if (dest / "verdicts.csv").exists():
                 with (dest / "verdicts.csv").open() as f:
                     judged = list(csv.DictReader(f))
+        if not claims_file.exists():
+            continue  # its report has no verdicts
         if not judged:
             judged = [_unrun(c) for c in claims_mod.parse(claims_file)]
         rows += [{"sweep": sw.name, **r} for r in judged]

@@ -237,11 +237,12 @@ def _sweep_live(
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
     if args.campaign_cmd == "stop":
-        pid = campaign.request_stop()
+        pid = campaign.request_stop(now=args.now)
         if pid is None:
             out.print("campaign: none is running")
             return 0
-        out.print(f"campaign (pid {pid}): stops after the runs under way", highlight=False)
+        how = "ends its runs under way now, marked incomplete" if args.now else "stops after the runs under way"
+        out.print(f"campaign (pid {pid}): {how}", highlight=False)
         while args.wait and campaign.running() is not None:
             time.sleep(1)
         return 0
@@ -862,6 +863,11 @@ def parser() -> argparse.ArgumentParser:
             )
     cs = csub.add_parser("stop", help="the running campaign finishes its runs under way and starts no other")
     cs.add_argument("--wait", action="store_true", help="return when it has stopped")
+    cs.add_argument(
+        "--now",
+        action="store_true",
+        help="end the runs under way too (SIGTERM: each tears down, marked incomplete; `run` redoes them)",
+    )
     cp.set_defaults(func=_cmd_campaign)
 
     rp = sub.add_parser(

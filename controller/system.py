@@ -119,6 +119,21 @@ def cpu_jiffies() -> tuple[int, ...]:
         return tuple(int(x) for x in f.readline().split()[1:])
 
 
+def proc_stats() -> dict[int, tuple[str, list[str]]]:
+    """Every process's /proc/<pid>/stat: pid -> (its command name, the fields after it from state on: state,
+    ppid, ..., utime at [11], stime at [12]); those that end meanwhile are left out."""
+    out = {}
+    for d in os.scandir("/proc"):
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = Path(d.path, "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        out[int(d.name)] = (stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split())
+    return out
+
+
 def cpu_busy_total(jiffies: tuple[int, ...]) -> tuple[int, int]:
     """(busy, total) of cpu_jiffies() or a difference of two: total counts user to steal (a guest's time is in
     user already), busy all of it but idle and iowait."""

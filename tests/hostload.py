@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from controller import system
 
@@ -23,16 +22,7 @@ class Snapshot:
 
 def snapshot() -> Snapshot:
     cpu = system.cpu_jiffies()
-    procs = {}
-    for d in os.scandir("/proc"):
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = Path(d.path, "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        comm, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        procs[int(d.name)] = (comm, int(rest[11]) + int(rest[12]))
+    procs = {pid: (comm, int(rest[11]) + int(rest[12])) for pid, (comm, rest) in system.proc_stats().items()}
     return Snapshot(cpu, procs)
 
 

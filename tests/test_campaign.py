@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,42 @@ def test_one_campaign_at_a_time(files: Path) -> None:
     assert campaign.running() is None
     with campaign.claimed():
         assert not campaign.STOP_FILE.exists()  # the stale request does not stop the new campaign
+
+
+#: a campaign's stand-in: one child, its argv[1], and it exits as the child did
+STAND_IN = "import subprocess, sys; sys.exit(subprocess.Popen([sys.executable, '-c', sys.argv[1]]).wait())"
+#: a run under way that ends with 7 on SIGTERM (as a run tears down)
+RUN = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(7)); "
+    "print('going', flush=True); time.sleep(60)"
+)
+
+
+@pytest.mark.parametrize("now", [False, True])
+def test_stop_now_ends_the_runs_under_way(files: Path, now: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """`campaign stop` leaves the runs under way alone; `--now` sends each SIGTERM (the campaign's children), not
+    the campaign, which ends once they have."""
+    stand_in = subprocess.Popen([sys.executable, "-c", STAND_IN, RUN], stdout=subprocess.PIPE, text=True)
+    try:
+        assert stand_in.stdout is not None and stand_in.stdout.readline() == "going\n"
+        campaign.PID_FILE.parent.mkdir(parents=True)
+        campaign.PID_FILE.write_text(f"{stand_in.pid}\n")
+        assert cli.main(["campaign", "stop", *(["--now"] if now else [])]) == 0
+        assert campaign.STOP_FILE.exists()
+        if now:
+            code = stand_in.wait(timeout=10)
+            assert code == 7, f"exit {code}: the run under way did not end on SIGTERM, or the campaign was signalled"
+            assert "ends its runs under way now, marked incomplete" in capsys.readouterr().out
+        else:
+            with pytest.raises(subprocess.TimeoutExpired):
+                stand_in.wait(timeout=1)
+            assert "stops after the runs under way" in capsys.readouterr().out
+    finally:
+        if stand_in.poll() is None:
+            for child, (_, fields) in system.proc_stats().items():
+                if int(fields[1]) == stand_in.pid:
+                    os.kill(child, 9)
+            stand_in.wait()
 
 
 def test_status_prints_every_sweep(files: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,7 +17,8 @@ default directory (results/sweeps/<name>/), which already resumes: what is
 complete is skipped, so running a campaign again goes on where it stopped.
 ``request_stop`` asks a running campaign to stop after the runs under way:
 it finishes them (a 300 s run is not thrown away) and starts no other, where
-SIGTERM or Ctrl-C ends the run under way, marked incomplete.  One campaign
+``request_stop(now=True)`` (SIGTERM to each run), SIGTERM or Ctrl-C ends the
+runs under way, each marked incomplete.  One campaign
 runs at a time on a machine (its pid is in /run/cclab/campaign.pid).
 
 A campaign outlives the machine it ran on: ``save`` packs each sweep's
@@ -49,6 +50,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -175,12 +177,20 @@ def should_stop() -> bool:
     return stop_requested() or tree_changed() is not None
 
 
-def request_stop() -> int | None:
-    """Ask the running campaign to stop after its runs under way; its pid, or None if none runs."""
+def request_stop(now: bool = False) -> int | None:
+    """Ask the running campaign to stop after its runs under way; its pid, or None if none runs.  With `now` the
+    runs under way (the campaign's child processes) get SIGTERM as well: each tears down and stays marked
+    incomplete, for the next `run` to redo, and the campaign ends as after their last one."""
     pid = running()
     if pid is not None:
         STOP_FILE.parent.mkdir(parents=True, exist_ok=True)
-        STOP_FILE.write_text(f"{os.getpid()}\n")
+        STOP_FILE.write_text(f"{os.getpid()}\n")  # first: no run starts after the runs signalled below
+        for child, (_, fields) in system.proc_stats().items() if now else ():
+            if int(fields[1]) == pid:
+                try:
+                    os.kill(child, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass  # it ended meanwhile
     return pid
 
 

@@ -134,6 +134,11 @@ def proc_stats() -> dict[int, tuple[str, list[str]]]:
     return out
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` now (proc_stats' ppid)."""
+    return [child for child, (_, fields) in proc_stats().items() if int(fields[1]) == pid]
+
+
 def cpu_busy_total(jiffies: tuple[int, ...]) -> tuple[int, int]:
     """(busy, total) of cpu_jiffies() or a difference of two: total counts user to steal (a guest's time is in
     user already), busy all of it but idle and iowait."""

@@ -244,9 +244,8 @@ def test_stop_now_ends_the_runs_under_way(files: Path, now: bool, capsys: pytest
             assert "stops after the runs under way" in capsys.readouterr().out
     finally:
         if stand_in.poll() is None:
-            for child, (_, fields) in system.proc_stats().items():
-                if int(fields[1]) == stand_in.pid:
-                    os.kill(child, 9)
+            for child in system.child_pids(stand_in.pid):
+                os.kill(child, 9)
             stand_in.wait()
 
 

@@ -185,12 +185,11 @@ def request_stop(now: bool = False) -> int | None:
     if pid is not None:
         STOP_FILE.parent.mkdir(parents=True, exist_ok=True)
         STOP_FILE.write_text(f"{os.getpid()}\n")  # first: no run starts after the runs signalled below
-        for child, (_, fields) in system.proc_stats().items() if now else ():
-            if int(fields[1]) == pid:
-                try:
-                    os.kill(child, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass  # it ended meanwhile
+        for child in system.child_pids(pid) if now else ():
+            try:
+                os.kill(child, signal.SIGTERM)
+            except ProcessLookupError:
+                pass  # it ended meanwhile
     return pid
 
 

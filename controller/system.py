@@ -134,6 +134,16 @@ def proc_stats() -> dict[int, tuple[str, list[str]]]:
     return out
 
 
+def alive(pid: int) -> bool:
+    """The process exists and has not exited: a zombie (exited, not yet reaped by its parent, which for a daemon
+    that detached is init, in a container maybe never) counts as gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
+
+
 def child_pids(pid: int) -> list[int]:
     """The processes whose parent is `pid` now (proc_stats' ppid)."""
     return [child for child, (_, fields) in proc_stats().items() if int(fields[1]) == pid]

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,15 @@ def test_one_campaign_at_a_time(files: Path) -> None:
     assert campaign.request_stop() == os.getpid() and campaign.STOP_FILE.exists()
     campaign.PID_FILE.write_text("999999999\n")  # no such process: a campaign that died
     assert campaign.running() is None
+    ended = subprocess.Popen(["true"])  # a campaign that exited, its parent (this test) not yet reaping it
+    try:
+        campaign.PID_FILE.write_text(f"{ended.pid}\n")
+        deadline = time.monotonic() + 10
+        while system.proc_stats()[ended.pid][1][0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert campaign.running() is None, "a zombie counted as a campaign running"
+    finally:
+        ended.wait()
     with campaign.claimed():
         assert not campaign.STOP_FILE.exists()  # the stale request does not stop the new campaign
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from controller import spec
+from controller import spec, system
 from controller.dataplane import FlowKey
 from controller.experiment import preflight, runner
 from controller.fabric import fabric, ovs
@@ -32,7 +32,7 @@ def _ovs_leftovers() -> list[str]:
     """What a run with OVS switches may leave: the os-ken process, cclab's daemons and bridges."""
     found = []
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or not ovs.running(int(d.name)):
+        if not d.name.isdigit() or not system.alive(int(d.name)):
             continue
         try:
             argv = [a.decode() for a in (d / "cmdline").read_bytes().split(b"\0") if a]
@@ -267,7 +267,7 @@ def test_an_ovs_the_user_runs_is_used_and_left_alone(tmp_path: Path) -> None:
         run_dir, summ = _run(text, tmp_path)
         _check_edge(summ)
         assert json.loads((run_dir / "manifest.json").read_text())["switches"]["daemons"] == "the user's"
-        assert all(ovs.running(int(p.read_text())) for p in pidfiles), "the user's OVS was stopped"
+        assert all(system.alive(int(p.read_text())) for p in pidfiles), "the user's OVS was stopped"
         names = subprocess.run(["ovs-vsctl", f"--db=unix:{db}", "list-br"], capture_output=True, text=True).stdout
         assert names.split() == ["userbr0"], names
     finally:
@@ -275,9 +275,9 @@ def test_an_ovs_the_user_runs_is_used_and_left_alone(tmp_path: Path) -> None:
         for p in reversed(pidfiles):
             if p.exists():
                 pid = int(p.read_text())
-                if ovs.running(pid):
+                if system.alive(pid):
                     os.kill(pid, signal.SIGTERM)
                     deadline = time.monotonic() + 5
-                    while ovs.running(pid) and time.monotonic() < deadline:
+                    while system.alive(pid) and time.monotonic() < deadline:
                         time.sleep(0.05)
         db.unlink(missing_ok=True)

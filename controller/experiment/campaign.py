@@ -199,13 +199,7 @@ def running() -> int | None:
         pid = int(PID_FILE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass  # alive, another user's
-    return pid
+    return pid if system.alive(pid) else None
 
 
 @contextmanager

@@ -236,16 +236,6 @@ def loaded(spec_files: Iterable[Path]) -> list[tuple[str, spec.Spec]]:
     return [(f.name, spec.load(f)) for f in spec_files]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def _hold_state() -> Iterator[dict[str, Any]]:
     """HOLD's content under an exclusive lock, written back on exit; holders whose process is gone are dropped."""
@@ -259,7 +249,7 @@ def _hold_state() -> Iterator[dict[str, Any]]:
         state.setdefault("holders", [])
         state.setdefault("algorithms", [])
         state.setdefault("sysctls", {})
-        state["holders"] = [h for h in state["holders"] if _alive(int(h.split("-")[0]))]
+        state["holders"] = [h for h in state["holders"] if system.alive(int(h.split("-")[0]))]
         yield state
         if state["holders"] or state["algorithms"] or state["sysctls"]:
             tmp = HOLD.with_suffix(".tmp")

@@ -53,22 +53,12 @@ def kernel_datapath() -> bool:
     return Path("/sys/module/openvswitch").exists()
 
 
-def running(pid: int) -> bool:
-    """The process exists and has not exited (a daemon that detached is reaped by init, which in a
-    container may never do it: a zombie counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _alive(pidfile: Path) -> int | None:
     try:
         pid = int(pidfile.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if running(pid) else None
+    return pid if system.alive(pid) else None
 
 
 def user_ovs_running() -> bool:
@@ -154,9 +144,9 @@ def stop_daemons(timeout_s: float = 5.0) -> list[str]:
             continue
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and running(pid):
+        while time.monotonic() < deadline and system.alive(pid):
             time.sleep(0.02)
-        if running(pid):
+        if system.alive(pid):
             os.kill(pid, signal.SIGKILL)
         pidfile.unlink(missing_ok=True)
         stopped.append(f"process {pid} {name}")

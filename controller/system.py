@@ -119,29 +119,26 @@ def cpu_jiffies() -> tuple[int, ...]:
         return tuple(int(x) for x in f.readline().split()[1:])
 
 
+def proc_stat(pid: int | str) -> tuple[str, list[str]] | None:
+    """A process's /proc/<pid>/stat: (its command name, the fields after it from state on: state, ppid, ...,
+    utime at [11], stime at [12]); None if there is no such process."""
+    try:
+        stat = Path("/proc", str(pid), "stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+
+
 def proc_stats() -> dict[int, tuple[str, list[str]]]:
-    """Every process's /proc/<pid>/stat: pid -> (its command name, the fields after it from state on: state,
-    ppid, ..., utime at [11], stime at [12]); those that end meanwhile are left out."""
-    out = {}
-    for d in os.scandir("/proc"):
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = Path(d.path, "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        out[int(d.name)] = (stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split())
-    return out
+    """Every process's proc_stat(); those that end meanwhile are left out."""
+    return {int(d.name): st for d in os.scandir("/proc") if d.name.isdigit() and (st := proc_stat(d.name))}
 
 
 def alive(pid: int) -> bool:
     """The process exists and has not exited: a zombie (exited, not yet reaped by its parent, which for a daemon
     that detached is init, in a container maybe never) counts as gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
+    st = proc_stat(pid)
+    return st is not None and st[1][0] != "Z"
 
 
 def child_pids(pid: int) -> list[int]:

@@ -215,8 +215,9 @@ def test_one_campaign_at_a_time(files: Path) -> None:
     try:
         campaign.PID_FILE.write_text(f"{ended.pid}\n")
         deadline = time.monotonic() + 10
-        while system.proc_stats()[ended.pid][1][0] != "Z" and time.monotonic() < deadline:
+        while (st := system.proc_stat(ended.pid)) is not None and st[1][0] != "Z" and time.monotonic() < deadline:
             time.sleep(0.01)
+        assert st is not None and st[1][0] == "Z", f"{ended.pid} not a zombie after 10 s: {st}"
         assert campaign.running() is None, "a zombie counted as a campaign running"
     finally:
         ended.wait()
